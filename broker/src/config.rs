@@ -1,0 +1,167 @@
+//! Broker configuration: embedded defaults, then a TOML file, then `STRAND_*` environment
+//! variables and command-line flags (the last two are applied by the CLI).
+//!
+//! Log settings use Kafka's broker config names (`log.segment.bytes`, `log.retention.ms`, ...);
+//! topics override them with the topic-level names (`segment.bytes`, `retention.ms`, ...).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::storage::LogConfig;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9092";
+pub const DEFAULT_DATA_DIR: &str = "./strand-data";
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct BrokerConfig {
+    /// `HOST:PORT` to accept Kafka clients on.
+    pub listen: String,
+    /// Where partitions live (`<data_dir>/<topic>-<partition>/`).
+    pub data_dir: PathBuf,
+    /// Shards (one pinned executor per core); `None` = every online core.
+    pub cores: Option<usize>,
+    /// Defaults for every partition's log.
+    pub log: LogConfig,
+    /// `log.retention.check.interval.ms`: how often retention runs.
+    pub retention_check_interval_ms: u64,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            listen: DEFAULT_LISTEN.to_string(),
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            cores: None,
+            log: LogConfig::default(),
+            retention_check_interval_ms: 300_000,
+        }
+    }
+}
+
+/// The TOML file's shape: every key optional, Kafka's names for log settings.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub cores: Option<usize>,
+    #[serde(rename = "log.segment.bytes")]
+    pub segment_bytes: Option<u64>,
+    #[serde(rename = "log.roll.ms")]
+    pub segment_ms: Option<u64>,
+    #[serde(rename = "log.retention.ms")]
+    pub retention_ms: Option<i64>,
+    #[serde(rename = "log.retention.bytes")]
+    pub retention_bytes: Option<i64>,
+    #[serde(rename = "log.index.interval.bytes")]
+    pub index_interval_bytes: Option<u32>,
+    #[serde(rename = "log.flush.interval.ms")]
+    pub flush_ms: Option<u64>,
+    #[serde(rename = "log.flush.bytes")]
+    pub flush_bytes: Option<u64>,
+    #[serde(rename = "log.preallocate")]
+    pub preallocate: Option<bool>,
+    #[serde(rename = "log.retention.check.interval.ms")]
+    pub retention_check_interval_ms: Option<u64>,
+}
+
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl BrokerConfig {
+    /// Defaults overlaid with the TOML file at `path`, if given.
+    pub fn load(path: Option<&Path>) -> Result<BrokerConfig, ConfigError> {
+        let mut config = BrokerConfig::default();
+        if let Some(path) = path {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))?;
+            let file: FileConfig = toml::from_str(&text)
+                .map_err(|e| ConfigError(format!("bad config {}: {e}", path.display())))?;
+            config.apply(file);
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn apply(&mut self, f: FileConfig) {
+        let log = &mut self.log;
+        macro_rules! set {
+            ($dst:expr, $src:expr) => {
+                if let Some(v) = $src {
+                    $dst = v;
+                }
+            };
+        }
+        set!(self.listen, f.listen);
+        set!(self.data_dir, f.data_dir);
+        if f.cores.is_some() {
+            self.cores = f.cores;
+        }
+        set!(log.segment_bytes, f.segment_bytes);
+        set!(log.segment_ms, f.segment_ms);
+        set!(log.retention_ms, f.retention_ms);
+        set!(log.retention_bytes, f.retention_bytes);
+        set!(log.index_interval_bytes, f.index_interval_bytes);
+        set!(log.flush_ms, f.flush_ms);
+        set!(log.flush_bytes, f.flush_bytes);
+        set!(log.preallocate, f.preallocate);
+        set!(self.retention_check_interval_ms, f.retention_check_interval_ms);
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let max = crate::storage::log::SEGMENT_BYTES_MAX;
+        if self.log.segment_bytes < 14 || self.log.segment_bytes > max {
+            return Err(ConfigError(format!(
+                "log.segment.bytes must be between 14 and {max}, got {}",
+                self.log.segment_bytes
+            )));
+        }
+        if self.cores == Some(0) {
+            return Err(ConfigError("cores must be at least 1".into()));
+        }
+        if self.listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(ConfigError(format!("listen must be HOST:PORT, got {:?}", self.listen)));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_overrides_defaults_with_kafka_names() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("strand.toml");
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:19092\"\n\"log.segment.bytes\" = 1048576\n\"log.retention.ms\" = -1\n",
+        )
+        .expect("write");
+        let c = BrokerConfig::load(Some(&path)).expect("loads");
+        assert_eq!(c.listen, "127.0.0.1:19092");
+        assert_eq!(c.log.segment_bytes, 1 << 20);
+        assert_eq!(c.log.retention_ms, -1);
+        assert_eq!(c.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("strand.toml");
+        std::fs::write(&path, "lisen = \"x\"\n").expect("write");
+        assert!(BrokerConfig::load(Some(&path)).is_err());
+        std::fs::write(&path, "\"log.segment.bytes\" = 1\n").expect("write");
+        assert!(BrokerConfig::load(Some(&path)).is_err());
+    }
+}

@@ -1,0 +1,22 @@
+//! The Strand broker: a thread-per-core server over a direct-I/O partition log.
+//!
+//! # Layout
+//! - [`config`] — `BrokerConfig`: defaults, TOML file (Kafka's `log.*` names), validation.
+//! - [`limits`] — every bound the broker enforces, with the reason for each.
+//! - [`shard`] — pinned glommio executors and the partition -> shard ownership hash.
+//! - [`server`] — data directory, per-shard listener and partitions, retention timer.
+//! - [`storage`] — the partition log: sans-IO state (`log`, `segment`, `index`, `scan`,
+//!   `cache`) and its I/O (`dma`, `recovery`, `partition`).
+//!
+//! Data flow of an append: `PartitionLog::append` validates the batch (CRC-32C), asks
+//! `LogState` for its offsets and position, patches the base offset, copies the bytes into the
+//! active `SegmentWriter`'s aligned buffer (written with O_DIRECT when full or on flush) and
+//! into the hot-tail cache. `append_durable` then waits for a group-commit fdatasync.
+
+pub mod config;
+pub mod limits;
+pub mod server;
+pub mod shard;
+pub mod storage;
+
+pub use config::BrokerConfig;

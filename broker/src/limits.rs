@@ -1,0 +1,35 @@
+//! Every bound the broker enforces, in one place, each with the reason for its value.
+
+/// Size of one O_DIRECT write buffer. 1 MiB writes reach the disk's sequential bandwidth
+/// (measured ~2 GB/s here) while keeping a partial-buffer flush cheap; must be a multiple of
+/// the 4 KiB block.
+pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
+
+/// Full write buffers in flight per partition before appends wait (write-behind). Four 1 MiB
+/// writes keep an NVMe queue busy; more only adds memory and tail latency.
+pub const WRITE_BEHIND_DEPTH: usize = 4;
+
+/// Hot-tail cache per partition. Consumers that keep up read from here without I/O; 32 MiB
+/// is ~16 ms of a 2 GB/s disk, well above the write-behind window (4 x 1 MiB) the cache must
+/// always cover, since bytes not yet written can only be read from the cache.
+pub const PARTITION_CACHE_BYTES: usize = 32 << 20;
+
+/// Smallest disk read for a fetch: the sparse index may put the start up to
+/// `index.interval.bytes` before the wanted batch, and tiny reads waste an I/O.
+pub const READ_BYTES_MIN: u64 = 64 << 10;
+
+/// Largest single disk read for a fetch (Kafka's default `fetch.max.bytes` is 50 MiB, but
+/// larger reads only delay the first byte; the consumer comes back for more).
+pub const READ_BYTES_MAX: u64 = 8 << 20;
+
+/// Largest request frame accepted (Kafka's `socket.request.max.bytes` default, 100 MiB).
+pub const FRAME_BYTES_MAX: usize = 100 << 20;
+
+/// Connections a shard accepts before refusing more (file descriptors and per-connection
+/// buffers are the cost; the process limit is raised by `strand tune`).
+pub const CONNECTIONS_PER_SHARD_MAX: usize = 10_000;
+
+/// Locked memory glommio registers with io_uring per executor. The default (10 MiB) is over
+/// the 8 MiB `ulimit -l` of many hosts; glommio falls back to ordinary aligned allocations
+/// beyond what is registered.
+pub const EXECUTOR_IO_MEMORY_BYTES: usize = 2 << 20;

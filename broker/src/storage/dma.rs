@@ -1,0 +1,326 @@
+//! Direct I/O (glommio + io_uring, O_DIRECT): the segment writer and aligned reads.
+//!
+//! This is the only storage module that performs I/O. The writer copies appended batches into
+//! aligned DMA buffers of `chunk_bytes` and writes each full buffer with O_DIRECT through
+//! glommio's io_uring ring as soon as it fills (write-behind, up to a depth). A flush writes
+//! the partial buffer rounded up to the 4 KiB block, and the next buffer starts with a copy of
+//! that last partial block so it can be rewritten whole later. Writes that cover the same block
+//! are ordered: a rewrite waits until the earlier write of that block has completed.
+//!
+//! Reads of older data use [`read_direct`]: an O_DIRECT `pread` into an aligned allocation of
+//! ours, run on glommio's blocking pool so the shard does not stall, and handed out as `Bytes`
+//! slices of that one allocation (no user-space copy between the disk and the socket).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use event_listener::Event;
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
+
+/// Block size for O_DIRECT offsets, lengths and buffer addresses.
+pub const BLOCK_BYTES: u64 = 4096;
+
+pub fn align_down(v: u64) -> u64 {
+    v & !(BLOCK_BYTES - 1)
+}
+pub fn align_up(v: u64) -> u64 {
+    align_down(v + BLOCK_BYTES - 1)
+}
+
+fn gio(e: glommio::GlommioError<()>) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// Memory aligned for O_DIRECT, owned, and so safe to share across threads inside `Bytes`.
+pub struct AlignedBuf {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: AlignedBuf uniquely owns its allocation (like a Box<[u8]>); after construction it is
+// only read through `as_ref`, so sharing or sending it between threads is sound.
+unsafe impl Send for AlignedBuf {}
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// A zeroed buffer of `len` bytes (rounded up to a block), block-aligned.
+    pub fn zeroed(len: usize) -> AlignedBuf {
+        let len = (align_up(len as u64) as usize).max(BLOCK_BYTES as usize);
+        let layout = std::alloc::Layout::from_size_align(len, BLOCK_BYTES as usize)
+            .expect("block-aligned layout");
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        AlignedBuf { ptr, len, layout }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: we own `len` initialised (zeroed) bytes at `ptr`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl AsRef<[u8]> for AlignedBuf {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated with this layout in `zeroed`.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// Opens a segment for O_DIRECT reads (a plain fd, usable from the blocking pool).
+pub fn open_for_direct_reads(path: &Path) -> io::Result<File> {
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path)
+}
+
+/// Reads `len` bytes at `pos` with O_DIRECT into one aligned allocation and returns them as a
+/// `Bytes` slice of it. Short if the file ends first. Blocking: call from the blocking pool.
+pub fn read_direct(file: &File, pos: u64, len: usize) -> io::Result<Bytes> {
+    let start = align_down(pos);
+    let end = align_up(pos + len as u64);
+    let mut buf = AlignedBuf::zeroed((end - start) as usize);
+    let mut got = 0usize;
+    let want = (end - start) as usize;
+    while got < want {
+        let n = file.read_at(&mut buf.as_mut_slice()[got..want], start + got as u64)?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    let lead = (pos - start) as usize;
+    let avail = got.saturating_sub(lead).min(len);
+    Ok(Bytes::from_owner(buf).slice(lead..lead + avail))
+}
+
+struct WriterState {
+    chunk_bytes: usize,
+    /// The buffer being filled; it starts at file position `buf_pos` (block-aligned).
+    buf: Option<DmaBuffer>,
+    buf_pos: u64,
+    fill: usize,
+    /// Logical bytes [0, written) are on disk (written, not necessarily synced).
+    written: u64,
+    /// Completed writes beyond `written` (start -> end), merged as the gap closes.
+    completed: BTreeMap<u64, u64>,
+    /// End (logical) of the most recently submitted write, to order block rewrites.
+    submitted_end: u64,
+    inflight: usize,
+    error: Option<String>,
+}
+
+/// Appends to one segment file with O_DIRECT, write-behind and block-aligned flushes.
+pub struct SegmentWriter {
+    file: Rc<DmaFile>,
+    state: RefCell<WriterState>,
+    /// Notified whenever a write completes or fails.
+    changed: Event,
+}
+
+impl SegmentWriter {
+    /// Opens (creating if needed) `path` for appends at logical size `end`, preallocating
+    /// `preallocate_bytes` so fdatasync does not have to grow the file.
+    pub async fn open(
+        path: &Path,
+        end: u64,
+        preallocate_bytes: u64,
+        chunk_bytes: usize,
+    ) -> io::Result<Rc<SegmentWriter>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .dma_open(path)
+            .await
+            .map_err(gio)?;
+        if preallocate_bytes > end {
+            file.pre_allocate(preallocate_bytes, false).await.map_err(gio)?;
+        }
+        let buf_pos = align_down(end);
+        let fill = (end - buf_pos) as usize;
+        let mut buf = file.alloc_dma_buffer(chunk_bytes);
+        if fill > 0 {
+            let tail = file.read_at_aligned(buf_pos, BLOCK_BYTES as usize).await.map_err(gio)?;
+            if tail.len() < fill {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "segment tail is short"));
+            }
+            buf.as_bytes_mut()[..fill].copy_from_slice(&tail[..fill]);
+        }
+        Ok(Rc::new(SegmentWriter {
+            file: Rc::new(file),
+            state: RefCell::new(WriterState {
+                chunk_bytes,
+                buf: Some(buf),
+                buf_pos,
+                fill,
+                written: end,
+                completed: BTreeMap::new(),
+                submitted_end: end,
+                inflight: 0,
+                error: None,
+            }),
+            changed: Event::new(),
+        }))
+    }
+
+    /// Logical end of the segment (bytes appended so far).
+    pub fn end(&self) -> u64 {
+        let st = self.state.borrow();
+        st.buf_pos + st.fill as u64
+    }
+
+    /// Logical bytes known to be on disk.
+    pub fn written(&self) -> u64 {
+        self.state.borrow().written
+    }
+
+    pub fn inflight(&self) -> usize {
+        self.state.borrow().inflight
+    }
+
+    fn check(&self) -> io::Result<()> {
+        match &self.state.borrow().error {
+            Some(e) => Err(io::Error::other(format!("earlier segment write failed: {e}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Copies `data` to the end of the segment; full buffers are written in the background.
+    pub fn append(self: &Rc<Self>, mut data: &[u8]) -> io::Result<()> {
+        self.check()?;
+        while !data.is_empty() {
+            let full = {
+                let mut st = self.state.borrow_mut();
+                let fill = st.fill;
+                let room = st.chunk_bytes - fill;
+                let n = room.min(data.len());
+                let buf = st.buf.as_mut().expect("writer buffer present");
+                buf.as_bytes_mut()[fill..fill + n].copy_from_slice(&data[..n]);
+                st.fill += n;
+                data = &data[n..];
+                st.fill == st.chunk_bytes
+            };
+            if full {
+                self.seal();
+            }
+        }
+        Ok(())
+    }
+
+    /// Submits everything appended but not yet submitted (the partial block rounded up, zero
+    /// padded) and starts a new buffer. Returns the logical end now covered by submitted writes.
+    pub fn seal(self: &Rc<Self>) -> u64 {
+        let (buf, pos, end, wait_for) = {
+            let mut st = self.state.borrow_mut();
+            let end = st.buf_pos + st.fill as u64;
+            if end == st.submitted_end {
+                return end;
+            }
+            let fill = st.fill;
+            let padded = align_up(fill as u64) as usize;
+            let mut buf = st.buf.take().expect("writer buffer present");
+            buf.as_bytes_mut()[fill..padded].fill(0);
+            buf.trim_to_size(padded);
+            // The next buffer begins at the last partial block, carrying its bytes.
+            let keep_from = align_down(fill as u64) as usize;
+            let mut next = self.file.alloc_dma_buffer(st.chunk_bytes);
+            next.as_bytes_mut()[..fill - keep_from].copy_from_slice(&buf.as_bytes()[keep_from..fill]);
+            let pos = st.buf_pos;
+            // A write starting below the previous write's end rewrites its last block: order it.
+            let wait_for = (pos < st.submitted_end).then_some(st.submitted_end);
+            st.buf = Some(next);
+            st.buf_pos = pos + keep_from as u64;
+            st.fill = fill - keep_from;
+            st.submitted_end = end;
+            st.inflight += 1;
+            (buf, pos, end, wait_for)
+        };
+        let me = Rc::clone(self);
+        glommio::spawn_local(async move {
+            if let Some(prev_end) = wait_for {
+                let _ = me.wait_written(prev_end).await;
+            }
+            let result = me.file.write_rc_at(Rc::new(buf), pos).await;
+            me.complete(pos, end, result.map(|_| ()).map_err(|e| e.to_string()));
+        })
+        .detach();
+        end
+    }
+
+    fn complete(&self, start: u64, end: u64, result: Result<(), String>) {
+        let mut st = self.state.borrow_mut();
+        st.inflight -= 1;
+        match result {
+            Err(e) => st.error = Some(e),
+            Ok(()) => {
+                let e = st.completed.entry(start).or_insert(end);
+                *e = (*e).max(end);
+                while let Some((&s, &e)) = st.completed.first_key_value() {
+                    if s > st.written {
+                        break;
+                    }
+                    st.written = st.written.max(e);
+                    st.completed.remove(&s);
+                }
+            }
+        }
+        drop(st);
+        self.changed.notify(usize::MAX);
+    }
+
+    /// Waits until logical bytes `[0, pos)` are on disk.
+    pub async fn wait_written(&self, pos: u64) -> io::Result<()> {
+        loop {
+            let listener = self.changed.listen();
+            self.check()?;
+            if self.state.borrow().written >= pos {
+                return Ok(());
+            }
+            listener.await;
+        }
+    }
+
+    /// Waits until fewer than `depth` writes are in flight (write-behind backpressure).
+    pub async fn wait_capacity(&self, depth: usize) -> io::Result<()> {
+        loop {
+            let listener = self.changed.listen();
+            self.check()?;
+            if self.state.borrow().inflight < depth {
+                return Ok(());
+            }
+            listener.await;
+        }
+    }
+
+    /// Makes logical bytes `[0, upto)` durable: waits for their writes, then fdatasync.
+    pub async fn sync(self: &Rc<Self>, upto: u64) -> io::Result<()> {
+        if self.state.borrow().submitted_end < upto {
+            self.seal();
+        }
+        self.wait_written(upto).await?;
+        self.file.fdatasync().await.map_err(gio)
+    }
+
+    /// Closes the segment for appends: writes and syncs everything, then trims the file to its
+    /// logical size (undoing preallocation).
+    pub async fn finish(self: &Rc<Self>) -> io::Result<u64> {
+        let end = self.seal();
+        self.sync(end).await?;
+        self.file.truncate(end).await.map_err(gio)?;
+        self.file.fdatasync().await.map_err(gio)?;
+        Ok(end)
+    }
+}

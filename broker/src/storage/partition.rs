@@ -1,0 +1,530 @@
+//! A partition's log on disk, owned by exactly one shard: the [`LogState`] state machine
+//! driven with real I/O ([`SegmentWriter`], [`read_direct`]) and the hot-tail [`BatchCache`].
+//!
+//! Concurrency is cooperative (one glommio executor): state lives in a `RefCell` that is never
+//! borrowed across an `.await`. Appends take a one-permit semaphore (one writer per
+//! partition) so a segment roll cannot interleave with another append. Durable appends share
+//! fdatasyncs (group commit): one caller leads a sync round covering everything appended so
+//! far, the others wait for the durable offset to pass theirs.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use event_listener::Event;
+use glommio::sync::Semaphore;
+use strand_wire::batch::{self, peek_total_len, BatchError};
+use strand_wire::ErrorCode;
+
+use super::cache::{BatchCache, CachedBatch};
+use super::dma::{open_for_direct_reads, read_direct, SegmentWriter};
+use super::log::{LocateError, LogState};
+use super::recovery::{recover, remove_segment_files, sync_dir, write_indexes, RecoveryReport};
+use super::scan::split_batches;
+use super::segment::{log_file_name, SegmentState};
+use super::types::{BatchMeta, LogConfig, Offset};
+use crate::limits;
+
+/// Sizes of a partition's I/O machinery (defaults in [`crate::limits`]).
+#[derive(Clone, Debug)]
+pub struct StorageOptions {
+    pub write_chunk_bytes: usize,
+    pub write_behind_depth: usize,
+    pub cache_bytes: usize,
+}
+
+impl Default for StorageOptions {
+    fn default() -> Self {
+        StorageOptions {
+            write_chunk_bytes: limits::WRITE_CHUNK_BYTES,
+            write_behind_depth: limits::WRITE_BEHIND_DEPTH,
+            cache_bytes: limits::PARTITION_CACHE_BYTES,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum AppendError {
+    /// The batch failed validation; nothing was written.
+    Invalid(BatchError),
+    /// The disk failed; the partition refuses further appends (Kafka's KAFKA_STORAGE_ERROR).
+    Io(io::Error),
+}
+
+impl AppendError {
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            AppendError::Invalid(e) => e.error_code(),
+            AppendError::Io(_) => ErrorCode::KafkaStorageError,
+        }
+    }
+}
+
+impl std::fmt::Display for AppendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AppendError::Invalid(e) => write!(f, "invalid batch: {e}"),
+            AppendError::Io(e) => write!(f, "storage error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for AppendError {}
+
+#[derive(Debug)]
+pub enum ReadError {
+    OutOfRange { log_start: Offset, log_end: Offset },
+    Io(io::Error),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::OutOfRange { log_start, log_end } => {
+                write!(f, "offset out of range [{log_start}, {log_end}]")
+            }
+            ReadError::Io(e) => write!(f, "storage error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// Whole batches, as stored, ready to be written to a socket.
+#[derive(Debug, Default)]
+pub struct ReadOut {
+    pub batches: Vec<Bytes>,
+    pub log_start: Offset,
+    pub log_end: Offset,
+}
+
+struct State {
+    log: LogState,
+    writer: Rc<SegmentWriter>,
+    readers: BTreeMap<Offset, Arc<File>>,
+    cache: BatchCache,
+    /// Every offset below this has been fdatasynced.
+    durable: Offset,
+    syncing: bool,
+    unflushed_bytes: u64,
+    closed: bool,
+    /// A failed write or sync: the partition refuses appends from then on.
+    error: Option<String>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    options: StorageOptions,
+    state: RefCell<State>,
+    append_lock: Semaphore,
+    durable_changed: Event,
+}
+
+/// A handle to one partition's log; clones share it (on the owning shard only).
+#[derive(Clone)]
+pub struct PartitionLog {
+    inner: Rc<Inner>,
+}
+
+impl PartitionLog {
+    /// Opens (recovering) or creates the partition in `dir` and starts its flusher.
+    pub async fn open(
+        dir: PathBuf,
+        config: LogConfig,
+        options: StorageOptions,
+    ) -> io::Result<(PartitionLog, RecoveryReport)> {
+        let (d, c) = (dir.clone(), config.clone());
+        let recovered = glommio::executor().spawn_blocking(move || recover(&d, &c)).await?;
+        let log = LogState::new(config, recovered.segments);
+        let active = log.active();
+        let writer = SegmentWriter::open(
+            &dir.join(log_file_name(active.base)),
+            active.size_bytes,
+            preallocation(log.config()),
+            options.write_chunk_bytes,
+        )
+        .await?;
+        writer.sync(active.size_bytes).await?;
+        let bases: Vec<Offset> = log.segments().map(|s| s.base).collect();
+        let d = dir.clone();
+        let readers = glommio::executor()
+            .spawn_blocking(move || -> io::Result<BTreeMap<Offset, Arc<File>>> {
+                sync_dir(&d)?;
+                bases
+                    .into_iter()
+                    .map(|b| Ok((b, Arc::new(open_for_direct_reads(&d.join(log_file_name(b)))?))))
+                    .collect()
+            })
+            .await?;
+        let durable = log.log_end();
+        let state = State {
+            log,
+            writer,
+            readers,
+            cache: BatchCache::new(options.cache_bytes),
+            durable,
+            syncing: false,
+            unflushed_bytes: 0,
+            closed: false,
+            error: None,
+        };
+        let partition = PartitionLog {
+            inner: Rc::new(Inner {
+                dir,
+                options,
+                state: RefCell::new(state),
+                append_lock: Semaphore::new(1),
+                durable_changed: Event::new(),
+            }),
+        };
+        partition.spawn_flusher();
+        Ok((partition, recovered.report))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    pub fn log_start(&self) -> Offset {
+        self.inner.state.borrow().log.log_start()
+    }
+
+    pub fn log_end(&self) -> Offset {
+        self.inner.state.borrow().log.log_end()
+    }
+
+    /// Every offset below this survives a crash.
+    pub fn durable_offset(&self) -> Offset {
+        self.inner.state.borrow().durable
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.inner.state.borrow().log.size_bytes()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.inner.state.borrow().log.segments().count()
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.inner.state.borrow().log.config().clone()
+    }
+
+    pub fn set_config(&self, config: LogConfig) {
+        self.inner.state.borrow_mut().log.set_config(config);
+    }
+
+    /// Appends one batch (validated: magic 2, lengths, CRC-32C), assigning its offsets.
+    /// Returns once the bytes are in the write path; durability follows the flush policy.
+    pub async fn append(&self, batch: &[u8], now_ms: i64) -> Result<BatchMeta, AppendError> {
+        let header = batch::validate(batch).map_err(AppendError::Invalid)?;
+        let _permit = self
+            .inner
+            .append_lock
+            .acquire_permit(1)
+            .await
+            .map_err(|e| AppendError::Io(io::Error::other(e.to_string())))?;
+        let writer = self.inner.state.borrow().writer.clone();
+        writer.wait_capacity(self.inner.options.write_behind_depth).await.map_err(AppendError::Io)?;
+        if self.inner.state.borrow().log.needs_roll(&header, now_ms) {
+            self.roll().await.map_err(|e| self.fail(e)).map_err(AppendError::Io)?;
+        }
+        let mut st = self.inner.state.borrow_mut();
+        if let Some(e) = &st.error {
+            return Err(AppendError::Io(io::Error::other(e.clone())));
+        }
+        let (meta, position) = st.log.append(&header);
+        assert_eq!(position, st.writer.end(), "log state and segment writer disagree");
+        let mut owned = BytesMut::from(batch);
+        batch::set_base_offset(&mut owned, meta.base_offset.0);
+        let bytes = owned.freeze();
+        if let Err(e) = st.writer.append(&bytes) {
+            st.error = Some(e.to_string());
+            return Err(AppendError::Io(e));
+        }
+        let segment = st.log.active().base;
+        let end_position = position + bytes.len() as u64;
+        st.cache.push(CachedBatch { meta, bytes, segment, end_position });
+        let written = st.writer.written();
+        st.cache.evict(|e| e.segment != segment || e.end_position <= written);
+        st.unflushed_bytes += u64::from(meta.bytes);
+        let flush_now = st.unflushed_bytes >= st.log.config().flush_bytes && !st.syncing;
+        drop(st);
+        if flush_now {
+            let me = self.clone();
+            let target = meta.last_offset.next();
+            glommio::spawn_local(async move {
+                let _ = me.sync_to(target).await;
+            })
+            .detach();
+        }
+        Ok(meta)
+    }
+
+    /// Appends and returns only after the batch is fdatasynced (what `acks=all` uses).
+    /// Concurrent durable appends share one fdatasync.
+    pub async fn append_durable(&self, batch: &[u8], now_ms: i64) -> Result<BatchMeta, AppendError> {
+        let meta = self.append(batch, now_ms).await?;
+        self.sync_to(meta.last_offset.next()).await.map_err(AppendError::Io)?;
+        Ok(meta)
+    }
+
+    /// Makes everything appended so far durable.
+    pub async fn flush(&self) -> io::Result<()> {
+        let end = self.log_end();
+        self.sync_to(end).await
+    }
+
+    /// Waits until every offset below `target` is durable, leading a sync round if none is
+    /// running (group commit).
+    pub async fn sync_to(&self, target: Offset) -> io::Result<()> {
+        loop {
+            let listener = self.inner.durable_changed.listen();
+            {
+                let mut st = self.inner.state.borrow_mut();
+                if let Some(e) = &st.error {
+                    return Err(io::Error::other(e.clone()));
+                }
+                if st.durable >= target {
+                    return Ok(());
+                }
+                if st.syncing {
+                    drop(st);
+                    listener.await;
+                    continue;
+                }
+                st.syncing = true;
+            }
+            let result = self.sync_round().await;
+            self.inner.state.borrow_mut().syncing = false;
+            self.inner.durable_changed.notify(usize::MAX);
+            result.map_err(|e| self.fail(e))?;
+        }
+    }
+
+    async fn sync_round(&self) -> io::Result<()> {
+        let (writer, upto_offset, upto_pos, bytes) = {
+            let st = self.inner.state.borrow();
+            (st.writer.clone(), st.log.log_end(), st.writer.end(), st.unflushed_bytes)
+        };
+        writer.sync(upto_pos).await?;
+        let mut st = self.inner.state.borrow_mut();
+        st.durable = st.durable.max(upto_offset);
+        st.unflushed_bytes = st.unflushed_bytes.saturating_sub(bytes);
+        Ok(())
+    }
+
+    fn fail(&self, e: io::Error) -> io::Error {
+        tracing::error!(dir = %self.inner.dir.display(), error = %e, "partition storage failed");
+        self.inner.state.borrow_mut().error.get_or_insert_with(|| e.to_string());
+        e
+    }
+
+    /// Closes the active segment (written, synced, trimmed, indexed) and opens the next.
+    async fn roll(&self) -> io::Result<()> {
+        let (old, base) = {
+            let st = self.inner.state.borrow();
+            (st.writer.clone(), st.log.log_end())
+        };
+        let dir = self.inner.dir.clone();
+        let path = dir.join(log_file_name(base));
+        let config = self.config();
+        let writer = SegmentWriter::open(
+            &path,
+            0,
+            preallocation(&config),
+            self.inner.options.write_chunk_bytes,
+        )
+        .await?;
+        old.finish().await?;
+        let closed: SegmentState = self.inner.state.borrow().log.active().clone();
+        let reader = glommio::executor()
+            .spawn_blocking(move || -> io::Result<File> {
+                write_indexes(&dir, &closed)?;
+                sync_dir(&dir)?;
+                open_for_direct_reads(&path)
+            })
+            .await?;
+        let mut st = self.inner.state.borrow_mut();
+        let new_base = st.log.roll();
+        debug_assert_eq!(new_base, base);
+        st.writer = writer;
+        st.readers.insert(base, Arc::new(reader));
+        st.durable = st.durable.max(base);
+        st.unflushed_bytes = 0;
+        Ok(())
+    }
+
+    /// Reads whole batches starting with the one holding `offset`, about `bytes_max` bytes
+    /// (at least one batch). Recent batches come from the cache, older ones from disk; either
+    /// way they are `Bytes` slices, never copied.
+    pub async fn read(&self, offset: Offset, bytes_max: usize) -> Result<ReadOut, ReadError> {
+        let (loc, file, bound, mut out) = {
+            let st = self.inner.state.borrow();
+            let (log_start, log_end) = (st.log.log_start(), st.log.log_end());
+            let loc = st.log.locate(offset).map_err(|e| match e {
+                LocateError::OutOfRange { log_start, log_end } => {
+                    ReadError::OutOfRange { log_start, log_end }
+                }
+            })?;
+            let mut out = ReadOut { batches: Vec::new(), log_start, log_end };
+            if offset == log_end {
+                return Ok(out);
+            }
+            if let Some(batches) = st.cache.read(offset, bytes_max) {
+                out.batches = batches;
+                return Ok(out);
+            }
+            let bound = if loc.segment_base == st.log.active().base {
+                loc.segment_bytes.min(st.writer.written())
+            } else {
+                loc.segment_bytes
+            };
+            let file = st.readers.get(&loc.segment_base).cloned().ok_or_else(|| {
+                ReadError::Io(io::Error::other(format!("no reader for segment {}", loc.segment_base)))
+            })?;
+            (loc, file, bound, out)
+        };
+        let mut pos = loc.position;
+        let mut want = (bytes_max as u64).clamp(limits::READ_BYTES_MIN, limits::READ_BYTES_MAX);
+        let mut total = 0usize;
+        while pos < bound {
+            let len = want.min(bound - pos) as usize;
+            let f = Arc::clone(&file);
+            let chunk = glommio::executor()
+                .spawn_blocking(move || read_direct(&f, pos, len))
+                .await
+                .map_err(ReadError::Io)?;
+            let batches = split_batches(&chunk);
+            if batches.is_empty() {
+                // The next batch is larger than what we read: read exactly that much.
+                match peek_total_len(&chunk) {
+                    Some(n) if (n as u64) > want && pos + n as u64 <= bound => {
+                        want = n as u64;
+                        continue;
+                    }
+                    _ => {
+                        return Err(ReadError::Io(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("no whole batch at position {pos} of segment {}", loc.segment_base),
+                        )))
+                    }
+                }
+            }
+            let mut advanced = 0;
+            for (h, start, end) in batches {
+                advanced = end;
+                if h.last_offset() < offset.0 {
+                    continue;
+                }
+                if !out.batches.is_empty() && total + (end - start) > bytes_max {
+                    return Ok(out);
+                }
+                total += end - start;
+                out.batches.push(chunk.slice(start..end));
+            }
+            if !out.batches.is_empty() {
+                return Ok(out);
+            }
+            pos += advanced as u64;
+        }
+        Ok(out)
+    }
+
+    /// The offset of the first batch with `maxTimestamp >= timestamp_ms` (ListOffsets by
+    /// time, at batch granularity), or `None` if there is none.
+    pub async fn offset_for_time(&self, timestamp_ms: i64) -> Result<Option<Offset>, ReadError> {
+        let Some(mut cursor) = self.inner.state.borrow().log.locate_time(timestamp_ms) else {
+            return Ok(None);
+        };
+        loop {
+            let out = self.read(cursor, limits::READ_BYTES_MAX as usize).await?;
+            if out.batches.is_empty() {
+                return Ok(None);
+            }
+            for b in &out.batches {
+                let h = batch::BatchHeader::parse(b).map_err(|e| ReadError::Io(io::Error::other(e)))?;
+                if h.max_timestamp_ms >= timestamp_ms {
+                    return Ok(Some(Offset(h.base_offset.max(cursor.0))));
+                }
+                cursor = Offset(h.last_offset() + 1);
+            }
+        }
+    }
+
+    /// Deletes closed segments that `retention.ms` / `retention.bytes` no longer keep.
+    /// Returns how many were deleted.
+    pub async fn enforce_retention(&self, now_ms: i64) -> io::Result<usize> {
+        let _permit = self.inner.append_lock.acquire_permit(1).await.map_err(|e| io::Error::other(e.to_string()))?;
+        let removed = {
+            let mut st = self.inner.state.borrow_mut();
+            let n = st.log.retention_candidates(now_ms);
+            let removed = st.log.remove_oldest(n);
+            for base in &removed {
+                st.readers.remove(base);
+            }
+            let start = st.log.log_start();
+            st.cache.drop_below(start);
+            removed
+        };
+        if removed.is_empty() {
+            return Ok(0);
+        }
+        let dir = self.inner.dir.clone();
+        let n = removed.len();
+        glommio::executor()
+            .spawn_blocking(move || -> io::Result<()> {
+                for base in removed {
+                    remove_segment_files(&dir, base)?;
+                }
+                sync_dir(&dir)
+            })
+            .await?;
+        Ok(n)
+    }
+
+    /// Flushes everything and stops the background flusher.
+    pub async fn close(&self) -> io::Result<()> {
+        let result = self.flush().await;
+        self.inner.state.borrow_mut().closed = true;
+        result
+    }
+
+    /// Background task: every `flush.ms`, make appended data durable.
+    fn spawn_flusher(&self) {
+        let weak = Rc::downgrade(&self.inner);
+        glommio::spawn_local(async move {
+            loop {
+                let flush_ms = match weak.upgrade() {
+                    Some(inner) => inner.state.borrow().log.config().flush_ms.max(1),
+                    None => return,
+                };
+                glommio::timer::sleep(Duration::from_millis(flush_ms)).await;
+                let Some(inner) = weak.upgrade() else { return };
+                let p = PartitionLog { inner };
+                if p.inner.state.borrow().closed {
+                    return;
+                }
+                let end = p.log_end();
+                if p.durable_offset() < end {
+                    let _ = p.sync_to(end).await;
+                }
+            }
+        })
+        .detach();
+    }
+}
+
+fn preallocation(config: &LogConfig) -> u64 {
+    if config.preallocate {
+        config.segment_bytes
+    } else {
+        0
+    }
+}

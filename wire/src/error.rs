@@ -1,0 +1,42 @@
+//! Kafka error codes, by their protocol names (see Kafka's `Errors.java`).
+//!
+//! Only the codes Strand returns are listed; the numeric values are the wire values.
+
+/// A Kafka protocol error code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(i16)]
+pub enum ErrorCode {
+    UnknownServerError = -1,
+    None = 0,
+    OffsetOutOfRange = 1,
+    CorruptMessage = 2,
+    UnknownTopicOrPartition = 3,
+    InvalidFetchSize = 4,
+    LeaderNotAvailable = 5,
+    NotLeaderOrFollower = 6,
+    RequestTimedOut = 7,
+    MessageTooLarge = 10,
+    InvalidTopicException = 17,
+    RecordListTooLarge = 18,
+    NotEnoughReplicas = 19,
+    NotEnoughReplicasAfterAppend = 20,
+    InvalidRequiredAcks = 21,
+    InvalidTimestamp = 32,
+    UnsupportedVersion = 35,
+    TopicAlreadyExists = 36,
+    InvalidPartitions = 37,
+    InvalidRequest = 42,
+    UnsupportedForMessageFormat = 43,
+    OutOfOrderSequenceNumber = 45,
+    DuplicateSequenceNumber = 46,
+    InvalidProducerEpoch = 47,
+    KafkaStorageError = 56,
+    InvalidRecord = 87,
+}
+
+impl ErrorCode {
+    /// The value sent on the wire.
+    pub fn code(self) -> i16 {
+        self as i16
+    }
+}
