@@ -153,7 +153,12 @@ impl SegmentWriter {
         let fill = (end - buf_pos) as usize;
         let mut buf = file.alloc_dma_buffer(chunk_bytes);
         if fill > 0 {
-            let tail = file.read_at_aligned(buf_pos, BLOCK_BYTES as usize).await.map_err(gio)?;
+            // glommio's own reads go through its poll ring, which some filesystems refuse
+            // (EOPNOTSUPP); read the partial last block with a plain O_DIRECT pread instead.
+            let reader = open_for_direct_reads(path)?;
+            let tail = glommio::executor()
+                .spawn_blocking(move || read_direct(&reader, buf_pos, fill))
+                .await?;
             if tail.len() < fill {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "segment tail is short"));
             }
