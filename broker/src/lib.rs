@@ -5,6 +5,7 @@
 //! - [`limits`] — every bound the broker enforces, with the reason for each.
 //! - [`shard`] — pinned glommio executors and the partition -> shard ownership hash.
 //! - [`server`] — data directory, per-shard listener and partitions, retention timer.
+//! - [`testkit`] — batches and settings shared by the crash-test child and its test.
 //! - [`storage`] — the partition log: sans-IO state (`log`, `segment`, `index`, `scan`,
 //!   `cache`) and its I/O (`dma`, `recovery`, `partition`).
 //!
@@ -18,5 +19,6 @@ pub mod limits;
 pub mod server;
 pub mod shard;
 pub mod storage;
+pub mod testkit;
 
 pub use config::BrokerConfig;

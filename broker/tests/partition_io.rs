@@ -243,3 +243,23 @@ fn concurrent_durable_appends_share_fdatasyncs_and_all_survive() {
         assert_eq!(log.log_end(), Offset(400));
     });
 }
+
+#[test]
+fn an_empty_segment_left_by_an_interrupted_roll_is_dropped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    run(move || async move {
+        {
+            let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache()).await.expect("open");
+            for _ in 0..5 {
+                log.append_durable(&filler_batch(2, 100, 0, 0), 0).await.expect("append");
+            }
+        }
+        // The roll created the next segment at offset 12, but offsets 10..12 never reached disk.
+        std::fs::write(path.join(log_file_name(Offset(12))), vec![0u8; 8192]).expect("write");
+        let (log, report) = PartitionLog::open(path.clone(), small_config(), tiny_cache()).await.expect("reopen");
+        assert_eq!(report.dropped_segments, 1);
+        assert_eq!(log.log_end(), Offset(10));
+        assert_eq!(log.append(&filler_batch(1, 10, 0, 0), 0).await.expect("append").base_offset, Offset(10));
+    });
+}

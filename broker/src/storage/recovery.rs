@@ -98,6 +98,20 @@ pub fn recover(dir: &Path, config: &LogConfig) -> io::Result<Recovered> {
             break;
         }
     }
+    // A crash during a roll can leave the new, empty segment named after offsets the previous
+    // segment never got to disk (they were not yet durable). Drop it, so the previous segment is
+    // active again and offsets continue without a gap.
+    if segments.len() >= 2 {
+        let last = &segments[segments.len() - 1];
+        let prev = &segments[segments.len() - 2];
+        if last.is_empty() && prev.next < last.base {
+            warn!(base = %last.base, prev_next = %prev.next, "dropping empty segment left by an interrupted roll");
+            remove_segment_files(dir, last.base)?;
+            sync_dir(dir)?;
+            segments.pop();
+            report.dropped_segments += 1;
+        }
+    }
     report.segments = segments.len();
     if report.scanned > 0 || report.truncated_bytes > 0 {
         info!(dir = %dir.display(), ?report, "recovered partition");
