@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use strand_broker::config::BrokerConfig;
 
 #[derive(Parser)]
-#[command(name = "strand", version, about = "Strand: a Kafka-compatible, thread-per-core streaming broker")]
+#[command(
+    name = "strand",
+    version,
+    about = "Strand: a Kafka-compatible, thread-per-core streaming broker"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -114,7 +114,10 @@ impl BrokerConfig {
         set!(log.flush_ms, f.flush_ms);
         set!(log.flush_bytes, f.flush_bytes);
         set!(log.preallocate, f.preallocate);
-        set!(self.retention_check_interval_ms, f.retention_check_interval_ms);
+        set!(
+            self.retention_check_interval_ms,
+            f.retention_check_interval_ms
+        );
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -129,7 +132,10 @@ impl BrokerConfig {
             return Err(ConfigError("cores must be at least 1".into()));
         }
         if self.listen.parse::<std::net::SocketAddr>().is_err() {
-            return Err(ConfigError(format!("listen must be HOST:PORT, got {:?}", self.listen)));
+            return Err(ConfigError(format!(
+                "listen must be HOST:PORT, got {:?}",
+                self.listen
+            )));
         }
         Ok(())
     }

@@ -32,4 +32,4 @@ pub const CONNECTIONS_PER_SHARD_MAX: usize = 10_000;
 /// Locked memory glommio registers with io_uring per executor. The default (10 MiB) is over
 /// the 8 MiB `ulimit -l` of many hosts; glommio falls back to ordinary aligned allocations
 /// beyond what is registered.
-pub const EXECUTOR_IO_MEMORY_BYTES: usize = 2 << 20;
+pub const EXECUTOR_IO_MEMORY_BYTES: usize = 6 << 20;

@@ -27,7 +27,9 @@ pub const DATA_FORMAT_VERSION: u32 = 1;
 const META_FILE: &str = "strand.meta";
 
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Creates the data directory or checks its format version.
@@ -157,7 +159,10 @@ async fn placeholder_connection(mut stream: TcpStream) -> io::Result<()> {
     stream.read_exact(&mut head).await?;
     let api_key = i16::from_be_bytes([head[0], head[1]]);
     let api_version = i16::from_be_bytes([head[2], head[3]]);
-    warn!(api_key, api_version, "Kafka API not served yet (arrives with the Kafka front end); closing");
+    warn!(
+        api_key,
+        api_version, "Kafka API not served yet (arrives with the Kafka front end); closing"
+    );
     Ok(())
 }
 
@@ -168,7 +173,10 @@ mod tests {
     #[test]
     fn partition_dirs_parse() {
         assert_eq!(parse_partition_dir("orders-3"), Some(("orders".into(), 3)));
-        assert_eq!(parse_partition_dir("my-topic-12"), Some(("my-topic".into(), 12)));
+        assert_eq!(
+            parse_partition_dir("my-topic-12"),
+            Some(("my-topic".into(), 12))
+        );
         assert_eq!(parse_partition_dir("orders"), None);
         assert_eq!(parse_partition_dir("-1"), None);
     }

@@ -45,7 +45,11 @@ where
         let cfg = Arc::clone(&config);
         let f = shard_main.clone();
         // Pin when there is a core per shard; oversubscribed (tests) shards float.
-        let placement = if n <= cpus { Placement::Fixed(id) } else { Placement::Unbound };
+        let placement = if n <= cpus {
+            Placement::Fixed(id)
+        } else {
+            Placement::Unbound
+        };
         let handle = LocalExecutorBuilder::new(placement)
             .name(&format!("strand-shard-{id}"))
             .io_memory(limits::EXECUTOR_IO_MEMORY_BYTES)

@@ -14,5 +14,9 @@ pub fn crash_batch(seq: u64) -> Vec<u8> {
 
 /// Small segments (rolls every ~256 KiB), index entries every 4 KiB.
 pub fn crash_log_config() -> LogConfig {
-    LogConfig { segment_bytes: 256 << 10, index_interval_bytes: 4096, ..LogConfig::default() }
+    LogConfig {
+        segment_bytes: 256 << 10,
+        index_interval_bytes: 4096,
+        ..LogConfig::default()
+    }
 }

@@ -65,14 +65,18 @@ fn read_back(dir: PathBuf) -> (Vec<(i64, Vec<u8>)>, i64, u64) {
     LocalExecutorBuilder::new(Placement::Unbound)
         .io_memory(1 << 20)
         .spawn(move || async move {
-            let (log, report) = PartitionLog::open(dir, crash_log_config(), StorageOptions::default())
-                .await
-                .expect("recovery opens the log");
+            let (log, report) =
+                PartitionLog::open(dir, crash_log_config(), StorageOptions::default())
+                    .await
+                    .expect("recovery opens the log");
             let mut out = Vec::new();
             let mut next = log.log_start();
             while next < log.log_end() {
                 let r = log.read(next, 1 << 20).await.expect("read");
-                assert!(!r.batches.is_empty(), "empty read at {next} below the log end");
+                assert!(
+                    !r.batches.is_empty(),
+                    "empty read at {next} below the log end"
+                );
                 for b in r.batches {
                     let h = validate(&b).expect("every served batch passes its CRC");
                     assert_eq!(h.base_offset, next.0, "offsets are contiguous");
@@ -107,8 +111,12 @@ fn inject_torn_write(dir: &Path, rng: &mut impl Rng) {
     let (seg, _) = strand_broker::storage::recovery::scan_segment(&last, base, 4096).expect("scan");
     let torn = crash_batch(rng.gen());
     let cut = rng.gen_range(1..torn.len());
-    let f = std::fs::OpenOptions::new().write(true).open(&last).expect("open");
-    f.write_all_at(&torn[..cut], seg.size_bytes).expect("write torn batch");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&last)
+        .expect("open");
+    f.write_all_at(&torn[..cut], seg.size_bytes)
+        .expect("write torn batch");
 }
 
 #[test]
@@ -123,7 +131,10 @@ fn acknowledged_durable_appends_survive_sigkill() {
     for cycle in 0..CYCLES {
         let acks = run_child(&dir, rng.gen_range(150..600));
         if let Some(first) = acks.iter().map(|a| a.base).min() {
-            assert!(first >= prev_end, "cycle {cycle}: offsets went back ({first} < {prev_end})");
+            assert!(
+                first >= prev_end,
+                "cycle {cycle}: offsets went back ({first} < {prev_end})"
+            );
         }
         total_killed_mid_run += usize::from(!acks.is_empty());
         all_acks.extend(acks);
@@ -138,7 +149,10 @@ fn acknowledged_durable_appends_survive_sigkill() {
             let mut want = crash_batch(a.seq);
             set_base_offset(&mut want, a.base);
             let got = by_base.get(&a.base).unwrap_or_else(|| {
-                panic!("cycle {cycle}: acknowledged batch seq {} at {} lost", a.seq, a.base)
+                panic!(
+                    "cycle {cycle}: acknowledged batch seq {} at {} lost",
+                    a.seq, a.base
+                )
             });
             assert_eq!(**got, want, "cycle {cycle}: batch at {} differs", a.base);
             assert!(a.last < end);
@@ -149,8 +163,17 @@ fn acknowledged_durable_appends_survive_sigkill() {
             all_acks.len()
         );
     }
-    assert!(total_killed_mid_run >= CYCLES / 2, "the child must be killed while appending");
-    assert!(torn_tails >= CYCLES / 3, "every injected torn write must be truncated");
-    assert!(all_acks.len() > 100, "too few acknowledgements to mean anything");
+    assert!(
+        total_killed_mid_run >= CYCLES / 2,
+        "the child must be killed while appending"
+    );
+    assert!(
+        torn_tails >= CYCLES / 3,
+        "every injected torn write must be truncated"
+    );
+    assert!(
+        all_acks.len() > 100,
+        "too few acknowledgements to mean anything"
+    );
     eprintln!("crash test: {CYCLES} kills, {} acknowledged batches all intact, {torn_tails} torn tails truncated", all_acks.len());
 }

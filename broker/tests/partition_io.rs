@@ -28,7 +28,11 @@ fn small_config() -> LogConfig {
 }
 
 fn tiny_cache() -> StorageOptions {
-    StorageOptions { cache_bytes: 0, write_chunk_bytes: 64 << 10, write_behind_depth: 2 }
+    StorageOptions {
+        cache_bytes: 0,
+        write_chunk_bytes: 64 << 10,
+        write_behind_depth: 2,
+    }
 }
 
 /// The batch that `append` stores for input `b` assigned `base`.
@@ -64,8 +68,16 @@ fn appends_read_back_from_cache_and_disk_across_rolls_and_reopen() {
                 .await
                 .expect("open");
             for i in 0..200u32 {
-                let b = filler_batch(1 + (i % 7) as usize, 100 + i as usize * 13, 1_000 + i as i64, i as u8);
-                let meta = log.append(&b, 0).await.expect("append");
+                let b = filler_batch(
+                    1 + (i % 7) as usize,
+                    100 + i as usize * 13,
+                    1_000 + i as i64,
+                    i as u8,
+                );
+                let meta = log
+                    .append(bytes::BytesMut::from(&b[..]), 0)
+                    .await
+                    .expect("append");
                 expected.push(stored(&b, meta.base_offset.0));
             }
             assert!(log.segment_count() > 3, "rolled: {}", log.segment_count());
@@ -74,8 +86,13 @@ fn appends_read_back_from_cache_and_disk_across_rolls_and_reopen() {
             log.close().await.expect("close");
         }
         let (log, report) =
-            PartitionLog::open(path.clone(), small_config(), StorageOptions::default()).await.expect("reopen");
-        assert_eq!(report.scanned, 1, "only the active segment is scanned: {report:?}");
+            PartitionLog::open(path.clone(), small_config(), StorageOptions::default())
+                .await
+                .expect("reopen");
+        assert_eq!(
+            report.scanned, 1,
+            "only the active segment is scanned: {report:?}"
+        );
         assert_eq!(report.truncated_bytes, 0);
         assert_eq!(read_all(&log, Offset(0)).await, expected, "after reopen");
         // Reads from the middle start at the batch holding the offset.
@@ -84,9 +101,15 @@ fn appends_read_back_from_cache_and_disk_across_rolls_and_reopen() {
         assert!(h.base_offset <= 301 && 301 <= h.last_offset());
         // Appends continue with the next offset.
         let end = log.log_end();
-        let meta = log.append(&filler_batch(2, 10, 5, 0), 0).await.expect("append");
+        let meta = log
+            .append(bytes::BytesMut::from(&filler_batch(2, 10, 5, 0)[..]), 0)
+            .await
+            .expect("append");
         assert_eq!(meta.base_offset, end);
-        assert!(log.read(Offset(end.0 + 5), 10).await.is_err(), "past the end is out of range");
+        assert!(
+            log.read(Offset(end.0 + 5), 10).await.is_err(),
+            "past the end is out of range"
+        );
     });
 }
 
@@ -95,13 +118,23 @@ fn offset_for_time_finds_the_first_newer_batch() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("t-0");
     run(move || async move {
-        let (log, _) = PartitionLog::open(path, small_config(), tiny_cache()).await.expect("open");
+        let (log, _) = PartitionLog::open(path, small_config(), tiny_cache())
+            .await
+            .expect("open");
         for i in 0..100i64 {
-            log.append(&filler_batch(2, 2000, 10_000 + i * 10, 0), 0).await.expect("append");
+            log.append(
+                bytes::BytesMut::from(&filler_batch(2, 2000, 10_000 + i * 10, 0)[..]),
+                0,
+            )
+            .await
+            .expect("append");
         }
         log.flush().await.expect("flush");
         assert_eq!(log.offset_for_time(0).await.expect("t"), Some(Offset(0)));
-        assert_eq!(log.offset_for_time(10_505).await.expect("t"), Some(Offset(102)));
+        assert_eq!(
+            log.offset_for_time(10_505).await.expect("t"),
+            Some(Offset(102))
+        );
         assert_eq!(log.offset_for_time(99_999).await.expect("t"), None);
     });
 }
@@ -124,18 +157,27 @@ fn recovery_truncates_a_torn_tail_and_a_bit_flipped_batch() {
         let batch = filler_batch(4, 1000, 7, 1);
         let len = batch.len() as u64;
         {
-            let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache()).await.expect("open");
+            let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+                .await
+                .expect("open");
             for _ in 0..10 {
-                log.append_durable(&batch, 0).await.expect("append");
+                log.append_durable(bytes::BytesMut::from(&batch[..]), 0)
+                    .await
+                    .expect("append");
             }
         }
         // Tear the last batch: cut the file in its middle (as a crash mid-write leaves it).
         let seg = last_segment(&path);
-        let f = std::fs::OpenOptions::new().write(true).open(&seg).expect("open seg");
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&seg)
+            .expect("open seg");
         f.set_len(9 * len + len / 2).expect("tear");
         drop(f);
         {
-            let (log, report) = PartitionLog::open(path.clone(), small_config(), tiny_cache()).await.expect("reopen");
+            let (log, report) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+                .await
+                .expect("reopen");
             assert_eq!(log.log_end(), Offset(36), "nine whole batches remain");
             assert_eq!(report.truncated_bytes, len / 2);
             assert_eq!(read_all(&log, Offset(0)).await.len(), 9);
@@ -146,14 +188,26 @@ fn recovery_truncates_a_torn_tail_and_a_bit_flipped_batch() {
         let mut bytes = std::fs::read(&seg).expect("read");
         bytes[(5 * len + 200) as usize] ^= 0x04;
         std::fs::write(&seg, &bytes).expect("write");
-        let (log, report) = PartitionLog::open(path.clone(), small_config(), tiny_cache()).await.expect("reopen");
+        let (log, report) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+            .await
+            .expect("reopen");
         assert_eq!(log.log_end(), Offset(20));
         assert!(report.truncated_bytes >= len);
         let all = read_all(&log, Offset(0)).await;
         assert_eq!(all.len(), 5);
-        assert!(all.iter().all(|b| strand_wire::batch::validate(b).is_ok()), "no corrupt batch served");
-        let meta = log.append_durable(&batch, 0).await.expect("append after recovery");
-        assert_eq!(meta.base_offset, Offset(20), "offsets continue from the truncation point");
+        assert!(
+            all.iter().all(|b| strand_wire::batch::validate(b).is_ok()),
+            "no corrupt batch served"
+        );
+        let meta = log
+            .append_durable(bytes::BytesMut::from(&batch[..]), 0)
+            .await
+            .expect("append after recovery");
+        assert_eq!(
+            meta.base_offset,
+            Offset(20),
+            "offsets continue from the truncation point"
+        );
     });
 }
 
@@ -164,10 +218,15 @@ fn damaged_index_is_rebuilt_and_missing_index_too() {
     run(move || async move {
         let mut expected = Vec::new();
         {
-            let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache()).await.expect("open");
+            let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+                .await
+                .expect("open");
             for i in 0..100 {
                 let b = filler_batch(3, 3000, i, 0);
-                let m = log.append(&b, 0).await.expect("append");
+                let m = log
+                    .append(bytes::BytesMut::from(&b[..]), 0)
+                    .await
+                    .expect("append");
                 expected.push(stored(&b, m.base_offset.0));
             }
             log.close().await.expect("close");
@@ -179,8 +238,13 @@ fn damaged_index_is_rebuilt_and_missing_index_too() {
         std::fs::write(&first_index, idx).expect("damage");
         std::fs::remove_file(path.join(log_file_name(Offset(0)).replace(".log", ".timeindex")))
             .expect("remove");
-        let (log, report) = PartitionLog::open(path.clone(), small_config(), tiny_cache()).await.expect("reopen");
-        assert_eq!(report.scanned, 2, "damaged segment + active one: {report:?}");
+        let (log, report) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+            .await
+            .expect("reopen");
+        assert_eq!(
+            report.scanned, 2,
+            "damaged segment + active one: {report:?}"
+        );
         assert_eq!(read_all(&log, Offset(0)).await, expected);
     });
 }
@@ -192,21 +256,29 @@ fn retention_by_bytes_deletes_old_segment_files() {
     run(move || async move {
         let mut config = small_config();
         config.retention_bytes = 600 << 10;
-        let (log, _) = PartitionLog::open(path.clone(), config, tiny_cache()).await.expect("open");
+        let (log, _) = PartitionLog::open(path.clone(), config, tiny_cache())
+            .await
+            .expect("open");
         for _ in 0..600 {
-            log.append(&filler_batch(1, 4000, 0, 0), 0).await.expect("append");
+            log.append(bytes::BytesMut::from(&filler_batch(1, 4000, 0, 0)[..]), 0)
+                .await
+                .expect("append");
         }
         let before = log.segment_count();
         let deleted = log.enforce_retention(0).await.expect("retention");
         assert!(deleted > 0 && log.segment_count() == before - deleted);
         assert!(log.size_bytes() <= (600 << 10) + (256 << 10));
         let files = std::fs::read_dir(&path).expect("dir").filter(|e| {
-            e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "log"))
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "log"))
         });
         assert_eq!(files.count(), log.segment_count());
         let start = log.log_start();
         assert!(start > Offset(0));
-        assert!(log.read(Offset(0), 10).await.is_err(), "deleted offsets are out of range");
+        assert!(
+            log.read(Offset(0), 10).await.is_err(),
+            "deleted offsets are out of range"
+        );
         assert!(!log.read(start, 10).await.expect("read").batches.is_empty());
     });
 }
@@ -216,7 +288,9 @@ fn concurrent_durable_appends_share_fdatasyncs_and_all_survive() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("t-0");
     run(move || async move {
-        let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache()).await.expect("open");
+        let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+            .await
+            .expect("open");
         let mut tasks = Vec::new();
         for w in 0..4u8 {
             let log = log.clone();
@@ -224,7 +298,10 @@ fn concurrent_durable_appends_share_fdatasyncs_and_all_survive() {
                 let mut offsets = Vec::new();
                 for i in 0..50 {
                     let b = filler_batch(2, 500 + i, 0, w);
-                    let m = log.append_durable(&b, 0).await.expect("durable");
+                    let m = log
+                        .append_durable(bytes::BytesMut::from(&b[..]), 0)
+                        .await
+                        .expect("durable");
                     assert!(log.durable_offset() > m.last_offset);
                     offsets.push(m.base_offset);
                 }
@@ -239,7 +316,9 @@ fn concurrent_durable_appends_share_fdatasyncs_and_all_survive() {
         all.dedup();
         assert_eq!(all.len(), 200);
         drop(log);
-        let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache()).await.expect("reopen");
+        let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+            .await
+            .expect("reopen");
         assert_eq!(log.log_end(), Offset(400));
     });
 }
@@ -250,16 +329,28 @@ fn an_empty_segment_left_by_an_interrupted_roll_is_dropped() {
     let path = dir.path().join("t-0");
     run(move || async move {
         {
-            let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache()).await.expect("open");
+            let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+                .await
+                .expect("open");
             for _ in 0..5 {
-                log.append_durable(&filler_batch(2, 100, 0, 0), 0).await.expect("append");
+                log.append_durable(bytes::BytesMut::from(&filler_batch(2, 100, 0, 0)[..]), 0)
+                    .await
+                    .expect("append");
             }
         }
         // The roll created the next segment at offset 12, but offsets 10..12 never reached disk.
         std::fs::write(path.join(log_file_name(Offset(12))), vec![0u8; 8192]).expect("write");
-        let (log, report) = PartitionLog::open(path.clone(), small_config(), tiny_cache()).await.expect("reopen");
+        let (log, report) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+            .await
+            .expect("reopen");
         assert_eq!(report.dropped_segments, 1);
         assert_eq!(log.log_end(), Offset(10));
-        assert_eq!(log.append(&filler_batch(1, 10, 0, 0), 0).await.expect("append").base_offset, Offset(10));
+        assert_eq!(
+            log.append(bytes::BytesMut::from(&filler_batch(1, 10, 0, 0)[..]), 0)
+                .await
+                .expect("append")
+                .base_offset,
+            Offset(10)
+        );
     });
 }

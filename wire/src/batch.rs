@@ -56,17 +56,26 @@ pub enum BatchError {
     /// Attributes name a codec Kafka does not define.
     BadCompression(u16),
     /// Negative record count or offset delta.
-    BadCounts { records: i32, last_offset_delta: i32 },
+    BadCounts {
+        records: i32,
+        last_offset_delta: i32,
+    },
 }
 
 impl fmt::Display for BatchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BatchError::Truncated { needed, have } => {
-                write!(f, "record batch truncated: needs {needed} bytes, have {have}")
+                write!(
+                    f,
+                    "record batch truncated: needs {needed} bytes, have {have}"
+                )
             }
             BatchError::BadLength { batch_length, have } => {
-                write!(f, "record batch length {batch_length} does not fit {have} bytes")
+                write!(
+                    f,
+                    "record batch length {batch_length} does not fit {have} bytes"
+                )
             }
             BatchError::BadMagic(m) => write!(f, "record batch magic {m} unsupported (need 2)"),
             BatchError::BadCrc { stored, computed } => write!(
@@ -74,7 +83,10 @@ impl fmt::Display for BatchError {
                 "record batch CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}"
             ),
             BatchError::BadCompression(a) => write!(f, "unknown compression in attributes {a:#x}"),
-            BatchError::BadCounts { records, last_offset_delta } => write!(
+            BatchError::BadCounts {
+                records,
+                last_offset_delta,
+            } => write!(
                 f,
                 "bad record counts: records={records} lastOffsetDelta={last_offset_delta}"
             ),
@@ -133,7 +145,10 @@ impl BatchHeader {
     /// Reads the header at the front of `buf` without checking the CRC or the length.
     pub fn parse(buf: &[u8]) -> Result<BatchHeader, BatchError> {
         if buf.len() < HEADER_BYTES {
-            return Err(BatchError::Truncated { needed: HEADER_BYTES, have: buf.len() });
+            return Err(BatchError::Truncated {
+                needed: HEADER_BYTES,
+                have: buf.len(),
+            });
         }
         Ok(BatchHeader {
             base_offset: be_i64(buf, 0),
@@ -208,13 +223,22 @@ pub fn validate(buf: &[u8]) -> Result<BatchHeader, BatchError> {
         return Err(BatchError::BadMagic(header.magic));
     }
     if header.batch_length < (HEADER_BYTES - LOG_OVERHEAD) as i32 {
-        return Err(BatchError::BadLength { batch_length: header.batch_length, have: buf.len() });
+        return Err(BatchError::BadLength {
+            batch_length: header.batch_length,
+            have: buf.len(),
+        });
     }
     if header.total_len() > buf.len() {
-        return Err(BatchError::Truncated { needed: header.total_len(), have: buf.len() });
+        return Err(BatchError::Truncated {
+            needed: header.total_len(),
+            have: buf.len(),
+        });
     }
     if header.total_len() != buf.len() {
-        return Err(BatchError::BadLength { batch_length: header.batch_length, have: buf.len() });
+        return Err(BatchError::BadLength {
+            batch_length: header.batch_length,
+            have: buf.len(),
+        });
     }
     if header.records_count < 0 || header.last_offset_delta < 0 {
         return Err(BatchError::BadCounts {
@@ -225,7 +249,10 @@ pub fn validate(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     header.compression()?;
     let computed = compute_crc(buf);
     if computed != header.crc {
-        return Err(BatchError::BadCrc { stored: header.crc, computed });
+        return Err(BatchError::BadCrc {
+            stored: header.crc,
+            computed,
+        });
     }
     Ok(header)
 }
@@ -282,7 +309,10 @@ mod tests {
     #[test]
     fn truncation_and_bad_magic_are_refused() {
         let bytes = sample();
-        assert!(matches!(validate(&bytes[..30]), Err(BatchError::Truncated { .. })));
+        assert!(matches!(
+            validate(&bytes[..30]),
+            Err(BatchError::Truncated { .. })
+        ));
         assert!(matches!(
             validate(&bytes[..bytes.len() - 1]),
             Err(BatchError::Truncated { .. })
@@ -292,6 +322,9 @@ mod tests {
         assert_eq!(validate(&bad), Err(BatchError::BadMagic(1)));
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(matches!(validate(&longer), Err(BatchError::BadLength { .. })));
+        assert!(matches!(
+            validate(&longer),
+            Err(BatchError::BadLength { .. })
+        ));
     }
 }

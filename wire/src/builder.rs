@@ -63,7 +63,9 @@ impl BatchBuilder {
         put_varint(&mut self.records, body.len() as i32);
         self.records.extend_from_slice(body);
         self.count += 1;
-        self.max_timestamp_ms = self.max_timestamp_ms.max(self.base_timestamp_ms + timestamp_delta_ms);
+        self.max_timestamp_ms = self
+            .max_timestamp_ms
+            .max(self.base_timestamp_ms + timestamp_delta_ms);
     }
 
     pub fn len(&self) -> usize {
@@ -106,7 +108,9 @@ impl BatchBuilder {
 /// A batch of `records` records of `record_bytes` value bytes each (keyless), for tests and
 /// benchmarks. Values are a repeating pattern seeded by `seed`.
 pub fn filler_batch(records: usize, record_bytes: usize, timestamp_ms: i64, seed: u8) -> Vec<u8> {
-    let value: Vec<u8> = (0..record_bytes).map(|i| seed.wrapping_add(i as u8)).collect();
+    let value: Vec<u8> = (0..record_bytes)
+        .map(|i| seed.wrapping_add(i as u8))
+        .collect();
     let mut b = BatchBuilder::new(timestamp_ms);
     for _ in 0..records {
         b.push(None, &value, 0);

@@ -46,7 +46,18 @@ mod tests {
 
     #[test]
     fn round_trips_edge_values() {
-        for v in [0i64, 1, -1, 63, -64, 64, 300, i64::from(i32::MAX), i64::MIN, i64::MAX] {
+        for v in [
+            0i64,
+            1,
+            -1,
+            63,
+            -64,
+            64,
+            300,
+            i64::from(i32::MAX),
+            i64::MIN,
+            i64::MAX,
+        ] {
             let mut out = Vec::new();
             put_varlong(&mut out, v);
             assert_eq!(out.len(), varlong_len(v));

@@ -53,7 +53,10 @@ async fn run(dir: PathBuf, writers: u64, config: LogConfig) {
             for i in 0.. {
                 let seq = start + w + i * writers;
                 let batch = crash_batch(seq);
-                match log.append_durable(&batch, 0).await {
+                match log
+                    .append_durable(bytes::BytesMut::from(&batch[..]), 0)
+                    .await
+                {
                     Ok(m) => {
                         let mut out = std::io::stdout().lock();
                         let _ = writeln!(out, "ACK {seq} {} {}", m.base_offset, m.last_offset);

@@ -30,7 +30,11 @@ pub struct BatchCache {
 
 impl BatchCache {
     pub fn new(bytes_max: usize) -> BatchCache {
-        BatchCache { entries: VecDeque::new(), bytes: 0, bytes_max }
+        BatchCache {
+            entries: VecDeque::new(),
+            bytes: 0,
+            bytes_max,
+        }
     }
 
     pub fn bytes(&self) -> usize {
@@ -39,7 +43,10 @@ impl BatchCache {
 
     pub fn push(&mut self, entry: CachedBatch) {
         if let Some(last) = self.entries.back() {
-            assert!(entry.meta.base_offset > last.meta.last_offset, "cache offsets must grow");
+            assert!(
+                entry.meta.base_offset > last.meta.last_offset,
+                "cache offsets must grow"
+            );
         }
         self.bytes += entry.bytes.len();
         self.entries.push_back(entry);
@@ -77,7 +84,9 @@ impl BatchCache {
         if offset < first.meta.base_offset {
             return None;
         }
-        let start = self.entries.partition_point(|e| e.meta.last_offset < offset);
+        let start = self
+            .entries
+            .partition_point(|e| e.meta.last_offset < offset);
         let mut out = Vec::new();
         let mut total = 0usize;
         for e in self.entries.range(start..) {
@@ -120,7 +129,11 @@ mod tests {
         }
         assert_eq!(c.read(Offset(3), 1000).map(|v| v.len()), Some(4));
         assert_eq!(c.read(Offset(3), 150).map(|v| v.len()), Some(1));
-        assert_eq!(c.read(Offset(3), 1).map(|v| v.len()), Some(1), "first batch always whole");
+        assert_eq!(
+            c.read(Offset(3), 1).map(|v| v.len()),
+            Some(1),
+            "first batch always whole"
+        );
         assert_eq!(c.read(Offset(10), 1000).map(|v| v.len()), Some(0));
     }
 
@@ -134,7 +147,10 @@ mod tests {
         assert_eq!(c.bytes(), 400, "only the first entry was on disk");
         c.evict(|_| true);
         assert_eq!(c.bytes(), 200);
-        assert!(c.read(Offset(0), 1000).is_none(), "evicted offsets go to disk");
+        assert!(
+            c.read(Offset(0), 1000).is_none(),
+            "evicted offsets go to disk"
+        );
         c.drop_below(Offset(8));
         assert_eq!(c.bytes(), 100);
     }

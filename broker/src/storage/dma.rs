@@ -57,7 +57,8 @@ impl AlignedBuf {
             .expect("block-aligned layout");
         // SAFETY: layout has non-zero size.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        let ptr =
+            std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
         AlignedBuf { ptr, len, layout }
     }
 
@@ -83,7 +84,10 @@ impl Drop for AlignedBuf {
 
 /// Opens a segment for O_DIRECT reads (a plain fd, usable from the blocking pool).
 pub fn open_for_direct_reads(path: &Path) -> io::Result<File> {
-    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path)
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
 }
 
 /// Reads `len` bytes at `pos` with O_DIRECT into one aligned allocation and returns them as a
@@ -104,6 +108,23 @@ pub fn read_direct(file: &File, pos: u64, len: usize) -> io::Result<Bytes> {
     let lead = (pos - start) as usize;
     let avail = got.saturating_sub(lead).min(len);
     Ok(Bytes::from_owner(buf).slice(lead..lead + avail))
+}
+
+/// fdatasync from the shard's one blocking-pool thread rather than an io_uring worker:
+/// ext4's journal sleeps to batch commits (up to `max_batch_time`, one 4 ms jiffy here)
+/// whenever the syncing thread differs from the previous one, and io_uring's workers vary.
+/// The caller keeps `fd` open until this returns.
+pub async fn fdatasync_pooled(fd: std::os::fd::RawFd) -> io::Result<()> {
+    glommio::executor()
+        .spawn_blocking(move || {
+            // SAFETY: plain syscall on an fd the caller keeps open.
+            if unsafe { libc::fdatasync(fd) } == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        })
+        .await
 }
 
 struct WriterState {
@@ -147,7 +168,9 @@ impl SegmentWriter {
             .await
             .map_err(gio)?;
         if preallocate_bytes > end {
-            file.pre_allocate(preallocate_bytes, false).await.map_err(gio)?;
+            file.pre_allocate(preallocate_bytes, false)
+                .await
+                .map_err(gio)?;
         }
         let buf_pos = align_down(end);
         let fill = (end - buf_pos) as usize;
@@ -160,7 +183,10 @@ impl SegmentWriter {
                 .spawn_blocking(move || read_direct(&reader, buf_pos, fill))
                 .await?;
             if tail.len() < fill {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "segment tail is short"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "segment tail is short",
+                ));
             }
             buf.as_bytes_mut()[..fill].copy_from_slice(&tail[..fill]);
         }
@@ -198,7 +224,9 @@ impl SegmentWriter {
 
     fn check(&self) -> io::Result<()> {
         match &self.state.borrow().error {
-            Some(e) => Err(io::Error::other(format!("earlier segment write failed: {e}"))),
+            Some(e) => Err(io::Error::other(format!(
+                "earlier segment write failed: {e}"
+            ))),
             None => Ok(()),
         }
     }
@@ -242,7 +270,8 @@ impl SegmentWriter {
             // The next buffer begins at the last partial block, carrying its bytes.
             let keep_from = align_down(fill as u64) as usize;
             let mut next = self.file.alloc_dma_buffer(st.chunk_bytes);
-            next.as_bytes_mut()[..fill - keep_from].copy_from_slice(&buf.as_bytes()[keep_from..fill]);
+            next.as_bytes_mut()[..fill - keep_from]
+                .copy_from_slice(&buf.as_bytes()[keep_from..fill]);
             let pos = st.buf_pos;
             // A write starting below the previous write's end rewrites its last block: order it.
             let wait_for = (pos < st.submitted_end).then_some(st.submitted_end);
@@ -316,7 +345,12 @@ impl SegmentWriter {
             self.seal();
         }
         self.wait_written(upto).await?;
-        self.file.fdatasync().await.map_err(gio)
+        self.fdatasync().await
+    }
+
+    async fn fdatasync(&self) -> io::Result<()> {
+        // SAFETY of the raw fd: `self` keeps the file open for the whole call.
+        fdatasync_pooled(std::os::fd::AsRawFd::as_raw_fd(&*self.file)).await
     }
 
     /// Closes the segment for appends: writes and syncs everything, then trims the file to its
@@ -325,7 +359,7 @@ impl SegmentWriter {
         let end = self.seal();
         self.sync(end).await?;
         self.file.truncate(end).await.map_err(gio)?;
-        self.file.fdatasync().await.map_err(gio)?;
+        self.fdatasync().await?;
         Ok(end)
     }
 }

@@ -42,7 +42,10 @@ impl OffsetIndex {
         if let Some(last) = self.entries.last() {
             debug_assert!(relative_offset > last.relative_offset && position > last.position);
         }
-        self.entries.push(OffsetEntry { relative_offset, position });
+        self.entries.push(OffsetEntry {
+            relative_offset,
+            position,
+        });
     }
 
     pub fn len(&self) -> usize {
@@ -55,7 +58,9 @@ impl OffsetIndex {
 
     /// The entry with the largest offset `<= relative_offset`: where to start scanning.
     pub fn floor(&self, relative_offset: u32) -> Option<OffsetEntry> {
-        let i = self.entries.partition_point(|e| e.relative_offset <= relative_offset);
+        let i = self
+            .entries
+            .partition_point(|e| e.relative_offset <= relative_offset);
         i.checked_sub(1).map(|i| self.entries[i])
     }
 
@@ -66,7 +71,13 @@ impl OffsetIndex {
             body.extend_from_slice(&e.relative_offset.to_be_bytes());
             body.extend_from_slice(&e.position.to_be_bytes());
         }
-        with_header(KIND_OFFSET, self.entries.len(), segment_bytes, next_offset.0, body)
+        with_header(
+            KIND_OFFSET,
+            self.entries.len(),
+            segment_bytes,
+            next_offset.0,
+            body,
+        )
     }
 
     /// Decodes an index file and its segment's next offset; `None` if it is damaged or was
@@ -101,8 +112,15 @@ pub struct TimeIndex {
 impl TimeIndex {
     /// Records a new entry if `max_timestamp_ms` raises the running maximum.
     pub fn push(&mut self, max_timestamp_ms: i64, relative_offset: u32) {
-        if self.entries.last().is_none_or(|e| max_timestamp_ms > e.max_timestamp_ms) {
-            self.entries.push(TimeEntry { max_timestamp_ms, relative_offset });
+        if self
+            .entries
+            .last()
+            .is_none_or(|e| max_timestamp_ms > e.max_timestamp_ms)
+        {
+            self.entries.push(TimeEntry {
+                max_timestamp_ms,
+                relative_offset,
+            });
         }
     }
 
@@ -118,7 +136,9 @@ impl TimeIndex {
     /// there finds the first batch with a timestamp `>= timestamp_ms`. `None` means "from the
     /// start of the segment".
     pub fn floor_before(&self, timestamp_ms: i64) -> Option<TimeEntry> {
-        let i = self.entries.partition_point(|e| e.max_timestamp_ms < timestamp_ms);
+        let i = self
+            .entries
+            .partition_point(|e| e.max_timestamp_ms < timestamp_ms);
         i.checked_sub(1).map(|i| self.entries[i])
     }
 
@@ -133,7 +153,13 @@ impl TimeIndex {
             body.extend_from_slice(&e.max_timestamp_ms.to_be_bytes());
             body.extend_from_slice(&e.relative_offset.to_be_bytes());
         }
-        with_header(KIND_TIME, self.entries.len(), segment_bytes, max_timestamp_ms, body)
+        with_header(
+            KIND_TIME,
+            self.entries.len(),
+            segment_bytes,
+            max_timestamp_ms,
+            body,
+        )
     }
 
     /// Decodes a time index file and its segment's largest timestamp.
@@ -243,12 +269,19 @@ mod tests {
             idx.push(i * 7, i * 4096 + 1);
         }
         let bytes = idx.encode(1234, Offset(700));
-        assert_eq!(OffsetIndex::decode(&bytes, 1234), Some((idx.clone(), Offset(700))));
+        assert_eq!(
+            OffsetIndex::decode(&bytes, 1234),
+            Some((idx.clone(), Offset(700)))
+        );
         assert_eq!(OffsetIndex::decode(&bytes, 1235), None, "stale size");
         let mut bad = bytes.clone();
         bad[40] ^= 1;
         assert_eq!(OffsetIndex::decode(&bad, 1234), None, "bit flip");
-        assert_eq!(OffsetIndex::decode(&bytes[..bytes.len() - 1], 1234), None, "short");
+        assert_eq!(
+            OffsetIndex::decode(&bytes[..bytes.len() - 1], 1234),
+            None,
+            "short"
+        );
         assert_eq!(TimeIndex::decode(&bytes, 1234), None, "wrong kind");
 
         let mut t = TimeIndex::default();

@@ -46,7 +46,11 @@ impl LogState {
             segments.push(SegmentState::new(Offset(0)));
         }
         let log_start = segments[0].base;
-        let state = LogState { config, segments: segments.into(), log_start };
+        let state = LogState {
+            config,
+            segments: segments.into(),
+            log_start,
+        };
         state.check_invariants();
         state
     }
@@ -69,7 +73,9 @@ impl LogState {
     }
 
     pub fn active(&self) -> &SegmentState {
-        self.segments.back().expect("a log always has an active segment")
+        self.segments
+            .back()
+            .expect("a log always has an active segment")
     }
 
     pub fn segments(&self) -> impl Iterator<Item = &SegmentState> {
@@ -135,8 +141,15 @@ impl LogState {
             });
         }
         // The last segment whose base is <= offset, skipping empty segments.
-        let i = self.segments.partition_point(|s| s.base <= offset).saturating_sub(1);
-        let seg = self.segments.range(i..).find(|s| s.next > offset).unwrap_or(self.active());
+        let i = self
+            .segments
+            .partition_point(|s| s.base <= offset)
+            .saturating_sub(1);
+        let seg = self
+            .segments
+            .range(i..)
+            .find(|s| s.next > offset)
+            .unwrap_or(self.active());
         Ok(Location {
             segment_base: seg.base,
             position: seg.position_floor(offset),
@@ -147,7 +160,10 @@ impl LogState {
     /// The offset from which to scan for the first batch with `maxTimestamp >= timestamp_ms`
     /// (ListOffsets by time). `None` when no batch is that recent.
     pub fn locate_time(&self, timestamp_ms: i64) -> Option<Offset> {
-        let seg = self.segments.iter().find(|s| !s.is_empty() && s.max_timestamp_ms >= timestamp_ms)?;
+        let seg = self
+            .segments
+            .iter()
+            .find(|s| !s.is_empty() && s.max_timestamp_ms >= timestamp_ms)?;
         Some(seg.time_offset_floor(timestamp_ms).max(self.log_start))
     }
 
@@ -161,7 +177,9 @@ impl LogState {
                 .segments
                 .iter()
                 .take(closed)
-                .take_while(|s| now_ms.saturating_sub(s.max_timestamp_ms) > self.config.retention_ms)
+                .take_while(|s| {
+                    now_ms.saturating_sub(s.max_timestamp_ms) > self.config.retention_ms
+                })
                 .count();
         }
         let mut by_size = 0;
@@ -199,7 +217,12 @@ impl LogState {
         for s in &self.segments {
             assert!(s.base <= s.next, "segment {} next below base", s.base);
             if let Some(p) = prev {
-                assert!(p.next <= s.base, "segments {} and {} overlap", p.base, s.base);
+                assert!(
+                    p.next <= s.base,
+                    "segments {} and {} overlap",
+                    p.base,
+                    s.base
+                );
             }
             prev = Some(s);
         }
@@ -216,7 +239,11 @@ mod tests {
     }
 
     fn config() -> LogConfig {
-        LogConfig { segment_bytes: 10_000, index_interval_bytes: 1000, ..LogConfig::default() }
+        LogConfig {
+            segment_bytes: 10_000,
+            index_interval_bytes: 1000,
+            ..LogConfig::default()
+        }
     }
 
     fn append(log: &mut LogState, h: &BatchHeader, now: i64) -> BatchMeta {
@@ -283,7 +310,10 @@ mod tests {
         let loc = log.locate(from).expect("in range");
         let seg = log.segment(loc.segment_base).expect("segment");
         assert!(seg.max_timestamp_ms >= 2050);
-        assert!(from.0 <= 20, "scan starts at or before the first batch at 2050: {from}");
+        assert!(
+            from.0 <= 20,
+            "scan starts at or before the first batch at 2050: {from}"
+        );
         assert!(log.locate_time(10_000).is_none());
     }
 
@@ -300,7 +330,10 @@ mod tests {
         let removed = log.remove_oldest(n);
         assert_eq!(removed.len(), n);
         assert!(log.size_bytes() >= 25_000 - 10_000 && log.size_bytes() <= 25_000 + 10_000);
-        assert_eq!(log.log_start(), log.segments().next().map(|s| s.base).unwrap_or_default());
+        assert_eq!(
+            log.log_start(),
+            log.segments().next().map(|s| s.base).unwrap_or_default()
+        );
 
         let mut cfg = config();
         cfg.retention_ms = 1000;
@@ -310,6 +343,10 @@ mod tests {
         }
         let segs = log.segments().count();
         assert_eq!(log.retention_candidates(500), 0);
-        assert_eq!(log.retention_candidates(5000), segs - 1, "all but the active one");
+        assert_eq!(
+            log.retention_candidates(5000),
+            segs - 1,
+            "all but the active one"
+        );
     }
 }

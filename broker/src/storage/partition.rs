@@ -140,7 +140,9 @@ impl PartitionLog {
         options: StorageOptions,
     ) -> io::Result<(PartitionLog, RecoveryReport)> {
         let (d, c) = (dir.clone(), config.clone());
-        let recovered = glommio::executor().spawn_blocking(move || recover(&d, &c)).await?;
+        let recovered = glommio::executor()
+            .spawn_blocking(move || recover(&d, &c))
+            .await?;
         let log = LogState::new(config, recovered.segments);
         let active = log.active();
         let writer = SegmentWriter::open(
@@ -158,7 +160,12 @@ impl PartitionLog {
                 sync_dir(&d)?;
                 bases
                     .into_iter()
-                    .map(|b| Ok((b, Arc::new(open_for_direct_reads(&d.join(log_file_name(b)))?))))
+                    .map(|b| {
+                        Ok((
+                            b,
+                            Arc::new(open_for_direct_reads(&d.join(log_file_name(b)))?),
+                        ))
+                    })
                     .collect()
             })
             .await?;
@@ -221,9 +228,11 @@ impl PartitionLog {
     }
 
     /// Appends one batch (validated: magic 2, lengths, CRC-32C), assigning its offsets.
+    /// Takes the batch by value (a slice of the request frame, split off without copying): the
+    /// base offset is patched in place and the same bytes become the cache entry.
     /// Returns once the bytes are in the write path; durability follows the flush policy.
-    pub async fn append(&self, batch: &[u8], now_ms: i64) -> Result<BatchMeta, AppendError> {
-        let header = batch::validate(batch).map_err(AppendError::Invalid)?;
+    pub async fn append(&self, mut batch: BytesMut, now_ms: i64) -> Result<BatchMeta, AppendError> {
+        let header = batch::validate(&batch).map_err(AppendError::Invalid)?;
         let _permit = self
             .inner
             .append_lock
@@ -231,28 +240,43 @@ impl PartitionLog {
             .await
             .map_err(|e| AppendError::Io(io::Error::other(e.to_string())))?;
         let writer = self.inner.state.borrow().writer.clone();
-        writer.wait_capacity(self.inner.options.write_behind_depth).await.map_err(AppendError::Io)?;
+        writer
+            .wait_capacity(self.inner.options.write_behind_depth)
+            .await
+            .map_err(AppendError::Io)?;
         if self.inner.state.borrow().log.needs_roll(&header, now_ms) {
-            self.roll().await.map_err(|e| self.fail(e)).map_err(AppendError::Io)?;
+            self.roll()
+                .await
+                .map_err(|e| self.fail(e))
+                .map_err(AppendError::Io)?;
         }
         let mut st = self.inner.state.borrow_mut();
         if let Some(e) = &st.error {
             return Err(AppendError::Io(io::Error::other(e.clone())));
         }
         let (meta, position) = st.log.append(&header);
-        assert_eq!(position, st.writer.end(), "log state and segment writer disagree");
-        let mut owned = BytesMut::from(batch);
-        batch::set_base_offset(&mut owned, meta.base_offset.0);
-        let bytes = owned.freeze();
+        assert_eq!(
+            position,
+            st.writer.end(),
+            "log state and segment writer disagree"
+        );
+        batch::set_base_offset(&mut batch, meta.base_offset.0);
+        let bytes = batch.freeze();
         if let Err(e) = st.writer.append(&bytes) {
             st.error = Some(e.to_string());
             return Err(AppendError::Io(e));
         }
         let segment = st.log.active().base;
         let end_position = position + bytes.len() as u64;
-        st.cache.push(CachedBatch { meta, bytes, segment, end_position });
+        st.cache.push(CachedBatch {
+            meta,
+            bytes,
+            segment,
+            end_position,
+        });
         let written = st.writer.written();
-        st.cache.evict(|e| e.segment != segment || e.end_position <= written);
+        st.cache
+            .evict(|e| e.segment != segment || e.end_position <= written);
         st.unflushed_bytes += u64::from(meta.bytes);
         let flush_now = st.unflushed_bytes >= st.log.config().flush_bytes && !st.syncing;
         drop(st);
@@ -269,9 +293,15 @@ impl PartitionLog {
 
     /// Appends and returns only after the batch is fdatasynced (what `acks=all` uses).
     /// Concurrent durable appends share one fdatasync.
-    pub async fn append_durable(&self, batch: &[u8], now_ms: i64) -> Result<BatchMeta, AppendError> {
+    pub async fn append_durable(
+        &self,
+        batch: BytesMut,
+        now_ms: i64,
+    ) -> Result<BatchMeta, AppendError> {
         let meta = self.append(batch, now_ms).await?;
-        self.sync_to(meta.last_offset.next()).await.map_err(AppendError::Io)?;
+        self.sync_to(meta.last_offset.next())
+            .await
+            .map_err(AppendError::Io)?;
         Ok(meta)
     }
 
@@ -286,7 +316,7 @@ impl PartitionLog {
     pub async fn sync_to(&self, target: Offset) -> io::Result<()> {
         loop {
             let listener = self.inner.durable_changed.listen();
-            {
+            let lead = {
                 let mut st = self.inner.state.borrow_mut();
                 if let Some(e) = &st.error {
                     return Err(io::Error::other(e.clone()));
@@ -294,12 +324,13 @@ impl PartitionLog {
                 if st.durable >= target {
                     return Ok(());
                 }
-                if st.syncing {
-                    drop(st);
-                    listener.await;
-                    continue;
-                }
+                let lead = !st.syncing;
                 st.syncing = true;
+                lead
+            };
+            if !lead {
+                listener.await;
+                continue;
             }
             let result = self.sync_round().await;
             self.inner.state.borrow_mut().syncing = false;
@@ -309,9 +340,17 @@ impl PartitionLog {
     }
 
     async fn sync_round(&self) -> io::Result<()> {
+        // Let tasks that are already runnable (typically the writers just acknowledged by the
+        // previous round) append first, so this round covers them too.
+        futures_lite::future::yield_now().await;
         let (writer, upto_offset, upto_pos, bytes) = {
             let st = self.inner.state.borrow();
-            (st.writer.clone(), st.log.log_end(), st.writer.end(), st.unflushed_bytes)
+            (
+                st.writer.clone(),
+                st.log.log_end(),
+                st.writer.end(),
+                st.unflushed_bytes,
+            )
         };
         writer.sync(upto_pos).await?;
         let mut st = self.inner.state.borrow_mut();
@@ -322,7 +361,11 @@ impl PartitionLog {
 
     fn fail(&self, e: io::Error) -> io::Error {
         tracing::error!(dir = %self.inner.dir.display(), error = %e, "partition storage failed");
-        self.inner.state.borrow_mut().error.get_or_insert_with(|| e.to_string());
+        self.inner
+            .state
+            .borrow_mut()
+            .error
+            .get_or_insert_with(|| e.to_string());
         e
     }
 
@@ -373,7 +416,11 @@ impl PartitionLog {
                     ReadError::OutOfRange { log_start, log_end }
                 }
             })?;
-            let mut out = ReadOut { batches: Vec::new(), log_start, log_end };
+            let mut out = ReadOut {
+                batches: Vec::new(),
+                log_start,
+                log_end,
+            };
             if offset == log_end {
                 return Ok(out);
             }
@@ -387,7 +434,10 @@ impl PartitionLog {
                 loc.segment_bytes
             };
             let file = st.readers.get(&loc.segment_base).cloned().ok_or_else(|| {
-                ReadError::Io(io::Error::other(format!("no reader for segment {}", loc.segment_base)))
+                ReadError::Io(io::Error::other(format!(
+                    "no reader for segment {}",
+                    loc.segment_base
+                )))
             })?;
             (loc, file, bound, out)
         };
@@ -412,7 +462,10 @@ impl PartitionLog {
                     _ => {
                         return Err(ReadError::Io(io::Error::new(
                             io::ErrorKind::InvalidData,
-                            format!("no whole batch at position {pos} of segment {}", loc.segment_base),
+                            format!(
+                                "no whole batch at position {pos} of segment {}",
+                                loc.segment_base
+                            ),
                         )))
                     }
                 }
@@ -449,7 +502,8 @@ impl PartitionLog {
                 return Ok(None);
             }
             for b in &out.batches {
-                let h = batch::BatchHeader::parse(b).map_err(|e| ReadError::Io(io::Error::other(e)))?;
+                let h =
+                    batch::BatchHeader::parse(b).map_err(|e| ReadError::Io(io::Error::other(e)))?;
                 if h.max_timestamp_ms >= timestamp_ms {
                     return Ok(Some(Offset(h.base_offset.max(cursor.0))));
                 }
@@ -461,7 +515,12 @@ impl PartitionLog {
     /// Deletes closed segments that `retention.ms` / `retention.bytes` no longer keep.
     /// Returns how many were deleted.
     pub async fn enforce_retention(&self, now_ms: i64) -> io::Result<usize> {
-        let _permit = self.inner.append_lock.acquire_permit(1).await.map_err(|e| io::Error::other(e.to_string()))?;
+        let _permit = self
+            .inner
+            .append_lock
+            .acquire_permit(1)
+            .await
+            .map_err(|e| io::Error::other(e.to_string()))?;
         let removed = {
             let mut st = self.inner.state.borrow_mut();
             let n = st.log.retention_candidates(now_ms);

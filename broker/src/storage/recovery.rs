@@ -59,7 +59,11 @@ pub fn recover(dir: &Path, config: &LogConfig) -> io::Result<Recovered> {
         let last = i + 1 == count;
         let path = dir.join(log_file_name(base));
         let len = fs::metadata(&path)?.len();
-        let loaded = if last { None } else { load_indexes(dir, base, len) };
+        let loaded = if last {
+            None
+        } else {
+            load_indexes(dir, base, len)
+        };
         let (seg, damaged) = match loaded {
             Some(seg) => (seg, false),
             None => {
@@ -147,10 +151,21 @@ pub fn scan_segment(
             Some(Stop::Torn { .. }) if !eof => continue,
             None => continue,
             Some(Stop::Torn { position }) => {
-                return Ok((seg, Some(Stop::Torn { position: at + position })))
+                return Ok((
+                    seg,
+                    Some(Stop::Torn {
+                        position: at + position,
+                    }),
+                ))
             }
             Some(Stop::Corrupt { position, reason }) => {
-                return Ok((seg, Some(Stop::Corrupt { position: at + position, reason })))
+                return Ok((
+                    seg,
+                    Some(Stop::Corrupt {
+                        position: at + position,
+                        reason,
+                    }),
+                ))
             }
             Some(Stop::Zeros) => {
                 // Zeros to the end of this chunk; only a clean end if the rest of the file is
@@ -159,7 +174,9 @@ pub fn scan_segment(
                 let stop = if rest_zero {
                     Stop::Zeros
                 } else {
-                    Stop::Torn { position: seg.size_bytes }
+                    Stop::Torn {
+                        position: seg.size_bytes,
+                    }
                 };
                 return Ok((seg, Some(stop)));
             }
@@ -199,14 +216,27 @@ fn load_indexes(dir: &Path, base: Offset, log_len: u64) -> Option<SegmentState> 
     if next < base {
         return None;
     }
-    Some(SegmentState::from_indexes(base, next, log_len, offset_index, time_index, max_ts))
+    Some(SegmentState::from_indexes(
+        base,
+        next,
+        log_len,
+        offset_index,
+        time_index,
+        max_ts,
+    ))
 }
 
 /// Writes a closed segment's `.index` and `.timeindex` (write to `.tmp`, fsync, rename).
 pub fn write_indexes(dir: &Path, seg: &SegmentState) -> io::Result<()> {
     let files = [
-        (index_file_name(seg.base), seg.offset_index.encode(seg.size_bytes, seg.next)),
-        (time_index_file_name(seg.base), seg.time_index.encode(seg.size_bytes, seg.max_timestamp_ms)),
+        (
+            index_file_name(seg.base),
+            seg.offset_index.encode(seg.size_bytes, seg.next),
+        ),
+        (
+            time_index_file_name(seg.base),
+            seg.time_index.encode(seg.size_bytes, seg.max_timestamp_ms),
+        ),
     ];
     for (name, bytes) in files {
         let tmp = dir.join(format!("{name}.tmp"));
@@ -220,7 +250,11 @@ pub fn write_indexes(dir: &Path, seg: &SegmentState) -> io::Result<()> {
 
 /// Deletes a segment's files (missing ones are fine).
 pub fn remove_segment_files(dir: &Path, base: Offset) -> io::Result<()> {
-    for name in [log_file_name(base), index_file_name(base), time_index_file_name(base)] {
+    for name in [
+        log_file_name(base),
+        index_file_name(base),
+        time_index_file_name(base),
+    ] {
         match fs::remove_file(dir.join(name)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}

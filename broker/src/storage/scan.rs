@@ -41,22 +41,37 @@ pub fn scan_batches(bytes: &[u8], min_base: Offset) -> Scan {
             break Some(if rest.iter().all(|&b| b == 0) {
                 Stop::Zeros
             } else if rest.len() < batch::LOG_OVERHEAD {
-                Stop::Torn { position: pos as u64 }
+                Stop::Torn {
+                    position: pos as u64,
+                }
             } else {
-                Stop::Corrupt { position: pos as u64, reason: "bad batch length".into() }
+                Stop::Corrupt {
+                    position: pos as u64,
+                    reason: "bad batch length".into(),
+                }
             });
         };
         if len > rest.len() {
-            break Some(Stop::Torn { position: pos as u64 });
+            break Some(Stop::Torn {
+                position: pos as u64,
+            });
         }
         let header = match batch::validate(&rest[..len]) {
             Ok(h) => h,
-            Err(e) => break Some(Stop::Corrupt { position: pos as u64, reason: e.to_string() }),
+            Err(e) => {
+                break Some(Stop::Corrupt {
+                    position: pos as u64,
+                    reason: e.to_string(),
+                })
+            }
         };
         if header.base_offset < expected.0 {
             break Some(Stop::Corrupt {
                 position: pos as u64,
-                reason: format!("base offset {} below expected {}", header.base_offset, expected),
+                reason: format!(
+                    "base offset {} below expected {}",
+                    header.base_offset, expected
+                ),
             });
         }
         let meta = BatchMeta::from_header(&header);
@@ -64,7 +79,11 @@ pub fn scan_batches(bytes: &[u8], min_base: Offset) -> Scan {
         batches.push((meta, pos as u64));
         pos += len;
     };
-    Scan { batches, valid_bytes: pos as u64, stop }
+    Scan {
+        batches,
+        valid_bytes: pos as u64,
+        stop,
+    }
 }
 
 /// Splits a buffer that starts at a batch boundary into whole batches, without CRC checks
@@ -133,7 +152,12 @@ mod tests {
         let s = scan_batches(&bytes[..cut], Offset(0));
         assert_eq!(s.batches.len(), 3);
         assert_eq!(s.valid_bytes, starts[3] as u64);
-        assert_eq!(s.stop, Some(Stop::Torn { position: starts[3] as u64 }));
+        assert_eq!(
+            s.stop,
+            Some(Stop::Torn {
+                position: starts[3] as u64
+            })
+        );
     }
 
     #[test]
@@ -142,7 +166,9 @@ mod tests {
         bytes[starts[2] + 100] ^= 0x10;
         let s = scan_batches(&bytes, Offset(0));
         assert_eq!(s.batches.len(), 2);
-        assert!(matches!(s.stop, Some(Stop::Corrupt { position, .. }) if position == starts[2] as u64));
+        assert!(
+            matches!(s.stop, Some(Stop::Corrupt { position, .. }) if position == starts[2] as u64)
+        );
     }
 
     #[test]

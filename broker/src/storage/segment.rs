@@ -85,12 +85,19 @@ impl SegmentState {
 
     /// Accounts for a batch written at `position` (which must be the current end).
     pub fn record_batch(&mut self, meta: &BatchMeta, position: u64, index_interval_bytes: u32) {
-        assert_eq!(position, self.size_bytes, "batches are appended at the segment's end");
-        assert!(meta.base_offset >= self.next, "offsets only grow within a segment");
+        assert_eq!(
+            position, self.size_bytes,
+            "batches are appended at the segment's end"
+        );
+        assert!(
+            meta.base_offset >= self.next,
+            "offsets only grow within a segment"
+        );
         if position > 0 && self.bytes_since_index >= u64::from(index_interval_bytes) {
             let rel = relative(self.base, meta.base_offset);
             self.offset_index.push(rel, position as u32);
-            self.time_index.push(self.max_timestamp_ms.max(meta.max_timestamp_ms), rel);
+            self.time_index
+                .push(self.max_timestamp_ms.max(meta.max_timestamp_ms), rel);
             self.bytes_since_index = 0;
         }
         self.bytes_since_index += u64::from(meta.bytes);
@@ -106,7 +113,9 @@ impl SegmentState {
             return 0;
         }
         let rel = relative(self.base, offset.min(self.next));
-        self.offset_index.floor(rel).map_or(0, |e| u64::from(e.position))
+        self.offset_index
+            .floor(rel)
+            .map_or(0, |e| u64::from(e.position))
     }
 
     /// The offset from which to scan for the first batch with a timestamp `>= timestamp_ms`.
@@ -125,7 +134,10 @@ mod tests {
     #[test]
     fn file_names_round_trip() {
         assert_eq!(log_file_name(Offset(42)), "00000000000000000042.log");
-        assert_eq!(parse_log_file_name("00000000000000000042.log"), Some(Offset(42)));
+        assert_eq!(
+            parse_log_file_name("00000000000000000042.log"),
+            Some(Offset(42))
+        );
         assert_eq!(parse_log_file_name("42.log"), None);
         assert_eq!(parse_log_file_name("00000000000000000042.index"), None);
     }
