@@ -25,6 +25,10 @@ pub struct BrokerConfig {
     pub log: LogConfig,
     /// `log.retention.check.interval.ms`: how often retention runs.
     pub retention_check_interval_ms: u64,
+    /// `auto.create.topics.enable`: Metadata requests create unknown topics.
+    pub auto_create_topics: bool,
+    /// `num.partitions`: partitions of auto-created topics (and CreateTopics with -1).
+    pub num_partitions: i32,
 }
 
 impl Default for BrokerConfig {
@@ -35,6 +39,8 @@ impl Default for BrokerConfig {
             cores: None,
             log: LogConfig::default(),
             retention_check_interval_ms: 300_000,
+            auto_create_topics: true,
+            num_partitions: crate::limits::DEFAULT_PARTITIONS,
         }
     }
 }
@@ -64,6 +70,10 @@ pub struct FileConfig {
     pub preallocate: Option<bool>,
     #[serde(rename = "log.retention.check.interval.ms")]
     pub retention_check_interval_ms: Option<u64>,
+    #[serde(rename = "auto.create.topics.enable")]
+    pub auto_create_topics: Option<bool>,
+    #[serde(rename = "num.partitions")]
+    pub num_partitions: Option<i32>,
 }
 
 #[derive(Debug)]
@@ -127,6 +137,9 @@ impl BrokerConfig {
                 "log.segment.bytes must be between 14 and {max}, got {}",
                 self.log.segment_bytes
             )));
+        }
+        if self.num_partitions < 1 || self.num_partitions > crate::limits::PARTITIONS_PER_TOPIC_MAX {
+            return Err(ConfigError(format!("num.partitions out of range: {}", self.num_partitions)));
         }
         if self.cores == Some(0) {
             return Err(ConfigError("cores must be at least 1".into()));

@@ -14,8 +14,12 @@
 //! active `SegmentWriter`'s aligned buffer (written with O_DIRECT when full or on flush) and
 //! into the hot-tail cache. `append_durable` then waits for a group-commit fdatasync.
 
+pub mod catalog;
 pub mod config;
+pub mod kafka;
 pub mod limits;
+pub mod node;
+pub mod producer_state;
 pub mod server;
 pub mod shard;
 pub mod storage;

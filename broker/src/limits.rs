@@ -33,3 +33,15 @@ pub const CONNECTIONS_PER_SHARD_MAX: usize = 10_000;
 /// the 8 MiB `ulimit -l` of many hosts; glommio falls back to ordinary aligned allocations
 /// beyond what is registered.
 pub const EXECUTOR_IO_MEMORY_BYTES: usize = 6 << 20;
+
+/// Partitions one topic may have: each partition costs open files, a write buffer and a cache
+/// on its shard, so a typo (`--partitions 100000`) must not exhaust the node.
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
+/// Default partition count for auto-created topics and CreateTopics with -1 (Kafka's
+/// `num.partitions` default is 1).
+pub const DEFAULT_PARTITIONS: i32 = 1;
+
+/// How often a long-polling fetch re-checks partitions owned by other shards. Local partitions
+/// wake the fetch at once through their append event.
+pub const FETCH_POLL_MS: u64 = 1;

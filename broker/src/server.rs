@@ -1,26 +1,28 @@
 //! The broker process: data directory, shards, per-shard partitions and listener.
 //!
-//! Each shard binds its own listener on the same address (glommio sets SO_REUSEPORT, so the
-//! kernel spreads connections over shards), opens the partitions it owns, and runs retention
-//! for them. The Kafka request handlers arrive with issue 3; until then a connection gets its
-//! first frame read, a log line naming the API, and a close.
+//! Each shard loads the topic catalog, opens the partitions it owns, starts its inbox (work
+//! from other shards) and retention timer, then binds its own listener on the shared address
+//! (glommio sets SO_REUSEPORT, so the kernel spreads connections over shards) and serves Kafka
+//! clients with [`crate::kafka::conn`].
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures_lite::AsyncReadExt;
-use glommio::net::{TcpListener, TcpStream};
-use tracing::{info, warn};
+use futures_channel::mpsc;
+use glommio::net::TcpListener;
+use tracing::{debug, info, warn};
 
+use crate::catalog::Catalog;
 use crate::config::BrokerConfig;
+use crate::kafka::conn;
 use crate::limits;
-use crate::shard::{run_shards, shard_for};
-use crate::storage::{PartitionLog, StorageOptions};
+use crate::node::{Mesh, Node, NodeShared, ShardMsg};
+use crate::shard::{run_shards, shard_count};
 
 /// Version of the on-disk layout; written to `<data_dir>/strand.meta`.
 pub const DATA_FORMAT_VERSION: u32 = 1;
@@ -32,16 +34,18 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// Creates the data directory or checks its format version.
-pub fn prepare_data_dir(dir: &Path) -> io::Result<()> {
+/// Creates the data directory or checks its format version; returns the cluster id kept there.
+pub fn prepare_data_dir(dir: &Path) -> io::Result<String> {
     std::fs::create_dir_all(dir)?;
     let meta = dir.join(META_FILE);
     match std::fs::read_to_string(&meta) {
         Ok(text) => {
-            let version = text
-                .lines()
-                .find_map(|l| l.strip_prefix("format_version = "))
-                .and_then(|v| v.trim().parse::<u32>().ok());
+            let field = |name: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(|v| v.trim().trim_matches('"').to_string())
+            };
+            let version = field("format_version = ").and_then(|v| v.parse::<u32>().ok());
             if version != Some(DATA_FORMAT_VERSION) {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -51,58 +55,60 @@ pub fn prepare_data_dir(dir: &Path) -> io::Result<()> {
                     ),
                 ));
             }
-            Ok(())
+            Ok(field("cluster_id = ").unwrap_or_else(|| "strand".to_string()))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            std::fs::write(&meta, format!("format_version = {DATA_FORMAT_VERSION}\n"))?;
-            crate::storage::recovery::sync_dir(dir)
+            let cluster_id = uuid::Uuid::new_v4().simple().to_string();
+            std::fs::write(
+                &meta,
+                format!("format_version = {DATA_FORMAT_VERSION}\ncluster_id = \"{cluster_id}\"\n"),
+            )?;
+            crate::storage::recovery::sync_dir(dir)?;
+            Ok(cluster_id)
         }
         Err(e) => Err(e),
     }
 }
 
-/// Splits a partition directory name `topic-N` into its parts.
-pub fn parse_partition_dir(name: &str) -> Option<(String, i32)> {
-    let (topic, p) = name.rsplit_once('-')?;
-    let p: i32 = p.parse().ok()?;
-    (!topic.is_empty() && p >= 0).then(|| (topic.to_string(), p))
-}
-
-type Partitions = Rc<RefCell<BTreeMap<(String, i32), PartitionLog>>>;
-
 /// Runs the broker until the process is stopped.
 pub fn serve(config: BrokerConfig) -> io::Result<()> {
-    prepare_data_dir(&config.data_dir)?;
-    info!(listen = %config.listen, data_dir = %config.data_dir.display(), "starting strand");
-    run_shards(Arc::new(config), shard_main)
+    let cluster_id = prepare_data_dir(&config.data_dir)?;
+    let shards = shard_count(&config);
+    info!(listen = %config.listen, data_dir = %config.data_dir.display(), shards, "starting strand");
+    let mesh = Mesh::new(shards);
+    let shared = Arc::new(NodeShared {
+        config: Arc::new(config.clone()),
+        senders: mesh.senders,
+        next_producer_id: AtomicI64::new(now_ms().max(1) * 1000),
+        cluster_id,
+        appended: (0..shards).map(|_| Arc::new(event_listener::Event::new())).collect(),
+    });
+    // Each shard takes its own receiver once, at start-up.
+    let inboxes = Arc::new(Mutex::new(mesh.receivers));
+    run_shards(Arc::new(config), move |id, _n, _config| {
+        let shared = Arc::clone(&shared);
+        let inbox = inboxes.lock().ok().and_then(|mut v| v[id].take());
+        shard_main(id, shared, inbox)
+    })
 }
 
-async fn shard_main(id: usize, shards: usize, config: Arc<BrokerConfig>) -> io::Result<()> {
-    let partitions: Partitions = Rc::new(RefCell::new(BTreeMap::new()));
-    let mut owned = Vec::new();
-    for entry in std::fs::read_dir(&config.data_dir)? {
-        let entry = entry?;
-        if !entry.file_type()?.is_dir() {
-            continue;
-        }
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some((topic, p)) = parse_partition_dir(&name) {
-            if shard_for(&topic, p, shards) == id {
-                owned.push((topic, p, entry.path()));
-            }
-        }
-    }
-    for (topic, p, path) in owned {
-        let (log, report) =
-            PartitionLog::open(path, config.log.clone(), StorageOptions::default()).await?;
-        info!(shard = id, topic, partition = p, end = %log.log_end(), ?report, "partition opened");
-        partitions.borrow_mut().insert((topic, p), log);
-    }
-    spawn_retention(Rc::clone(&partitions), config.retention_check_interval_ms);
+async fn shard_main(
+    id: usize,
+    shared: Arc<NodeShared>,
+    inbox: Option<mpsc::UnboundedReceiver<ShardMsg>>,
+) -> io::Result<()> {
+    let inbox = inbox.ok_or_else(|| io::Error::other(format!("shard {id} has no inbox")))?;
+    let node = Node::new(id, Arc::clone(&shared));
+    let data_dir = shared.config.data_dir.clone();
+    let catalog = glommio::executor().spawn_blocking(move || Catalog::load(&data_dir)).await?;
+    node.apply_catalog(Arc::new(catalog)).await;
+    glommio::spawn_local(Rc::clone(&node).run_inbox(inbox)).detach();
+    spawn_retention(Rc::clone(&node), shared.config.retention_check_interval_ms);
 
-    let listener = TcpListener::bind(config.listen.as_str())
-        .map_err(|e| io::Error::other(format!("cannot listen on {}: {e}", config.listen)))?;
-    info!(shard = id, addr = %config.listen, "listening");
+    let listen = shared.config.listen.clone();
+    let listener = TcpListener::bind(listen.as_str())
+        .map_err(|e| io::Error::other(format!("cannot listen on {listen}: {e}")))?;
+    info!(shard = id, addr = %listen, "listening");
     let live = Rc::new(RefCell::new(0usize));
     loop {
         let stream = match listener.accept().await {
@@ -119,9 +125,10 @@ async fn shard_main(id: usize, shards: usize, config: Arc<BrokerConfig>) -> io::
         }
         *live.borrow_mut() += 1;
         let live = Rc::clone(&live);
+        let node = Rc::clone(&node);
         glommio::spawn_local(async move {
-            if let Err(e) = placeholder_connection(stream).await {
-                warn!(error = %e, "connection ended with an error");
+            if let Err(e) = conn::serve(node, stream).await {
+                debug!(error = %e, "connection ended with an error");
             }
             *live.borrow_mut() -= 1;
         })
@@ -129,12 +136,11 @@ async fn shard_main(id: usize, shards: usize, config: Arc<BrokerConfig>) -> io::
     }
 }
 
-fn spawn_retention(partitions: Partitions, interval_ms: u64) {
+fn spawn_retention(node: Rc<Node>, interval_ms: u64) {
     glommio::spawn_local(async move {
         loop {
             glommio::timer::sleep(Duration::from_millis(interval_ms.max(1))).await;
-            let logs: Vec<PartitionLog> = partitions.borrow().values().cloned().collect();
-            for log in logs {
+            for log in node.local_partitions() {
                 match log.enforce_retention(now_ms()).await {
                     Ok(0) => {}
                     Ok(n) => info!(dir = %log.dir().display(), deleted = n, "retention"),
@@ -146,40 +152,9 @@ fn spawn_retention(partitions: Partitions, interval_ms: u64) {
     .detach();
 }
 
-/// Reads one Kafka request header, says the API is not served yet, and closes.
-async fn placeholder_connection(mut stream: TcpStream) -> io::Result<()> {
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).await?;
-    let len = i32::from_be_bytes(len);
-    if len < 8 || len as usize > limits::FRAME_BYTES_MAX {
-        warn!(len, "bad frame length; closing");
-        return Ok(());
-    }
-    let mut head = [0u8; 8];
-    stream.read_exact(&mut head).await?;
-    let api_key = i16::from_be_bytes([head[0], head[1]]);
-    let api_version = i16::from_be_bytes([head[2], head[3]]);
-    warn!(
-        api_key,
-        api_version, "Kafka API not served yet (arrives with the Kafka front end); closing"
-    );
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn partition_dirs_parse() {
-        assert_eq!(parse_partition_dir("orders-3"), Some(("orders".into(), 3)));
-        assert_eq!(
-            parse_partition_dir("my-topic-12"),
-            Some(("my-topic".into(), 12))
-        );
-        assert_eq!(parse_partition_dir("orders"), None);
-        assert_eq!(parse_partition_dir("-1"), None);
-    }
 
     #[test]
     fn data_dir_version_is_checked() {

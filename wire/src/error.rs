@@ -25,13 +25,18 @@ pub enum ErrorCode {
     UnsupportedVersion = 35,
     TopicAlreadyExists = 36,
     InvalidPartitions = 37,
+    InvalidReplicationFactor = 38,
     InvalidRequest = 42,
+    InvalidConfig = 40,
     UnsupportedForMessageFormat = 43,
     OutOfOrderSequenceNumber = 45,
     DuplicateSequenceNumber = 46,
     InvalidProducerEpoch = 47,
     KafkaStorageError = 56,
     InvalidRecord = 87,
+    CoordinatorNotAvailable = 15,
+    InvalidProducerIdMapping = 49,
+    PolicyViolation = 44,
 }
 
 impl ErrorCode {

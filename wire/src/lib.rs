@@ -11,13 +11,18 @@
 //!   benchmarks and, later, the native client.
 //! - [`varint`] — Kafka's zig-zag varints used inside records.
 //! - [`error`] — Kafka error codes, by their protocol names.
-//!
-//! Kafka request/response codecs arrive with the Kafka front end (issue 3), from the
-//! `kafka-protocol` crate, re-exported here with the few extensions we need.
+//! - [`frame`] — splitting a byte stream into size-prefixed frames, without copies.
+//! - [`api`] — request decoding and response encoding with the `kafka-protocol` crate
+//!   (re-exported as [`kafka`]): generated from Kafka's own JSON schemas, so every version's
+//!   flexible fields and tagged fields match Kafka's; record sets stay `Bytes` slices.
 
+pub use kafka_protocol as kafka;
+
+pub mod api;
 pub mod batch;
 pub mod builder;
 pub mod error;
+pub mod frame;
 pub mod varint;
 
 pub use batch::{BatchError, BatchHeader};

@@ -30,6 +30,7 @@ use super::scan::split_batches;
 use super::segment::{log_file_name, SegmentState};
 use super::types::{BatchMeta, LogConfig, Offset};
 use crate::limits;
+use crate::producer_state::{ProducerStates, SeqCheck};
 
 /// Sizes of a partition's I/O machinery (defaults in [`crate::limits`]).
 #[derive(Clone, Debug)]
@@ -55,6 +56,12 @@ pub enum AppendError {
     Invalid(BatchError),
     /// The disk failed; the partition refuses further appends (Kafka's KAFKA_STORAGE_ERROR).
     Io(io::Error),
+    /// An idempotent producer resent a batch already in the log, at this base offset.
+    Duplicate(Offset),
+    /// An idempotent producer skipped or rewound sequence numbers.
+    OutOfOrderSequence { expected: i32 },
+    /// An idempotent producer with an older epoch than the partition has seen (a zombie).
+    Fenced,
 }
 
 impl AppendError {
@@ -62,6 +69,9 @@ impl AppendError {
         match self {
             AppendError::Invalid(e) => e.error_code(),
             AppendError::Io(_) => ErrorCode::KafkaStorageError,
+            AppendError::Duplicate(_) => ErrorCode::DuplicateSequenceNumber,
+            AppendError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequenceNumber,
+            AppendError::Fenced => ErrorCode::InvalidProducerEpoch,
         }
     }
 }
@@ -71,6 +81,11 @@ impl std::fmt::Display for AppendError {
         match self {
             AppendError::Invalid(e) => write!(f, "invalid batch: {e}"),
             AppendError::Io(e) => write!(f, "storage error: {e}"),
+            AppendError::Duplicate(o) => write!(f, "duplicate of the batch at offset {o}"),
+            AppendError::OutOfOrderSequence { expected } => {
+                write!(f, "out of order sequence number (expected {expected})")
+            }
+            AppendError::Fenced => f.write_str("producer epoch is older than the current one"),
         }
     }
 }
@@ -114,6 +129,8 @@ struct State {
     syncing: bool,
     unflushed_bytes: u64,
     closed: bool,
+    /// Idempotent producers' last batches (duplicate and sequence checks).
+    producers: ProducerStates,
     /// A failed write or sync: the partition refuses appends from then on.
     error: Option<String>,
 }
@@ -124,6 +141,8 @@ struct Inner {
     state: RefCell<State>,
     append_lock: Semaphore,
     durable_changed: Event,
+    /// Notified after every append (long-polling fetches wait on it).
+    appended: Event,
 }
 
 /// A handle to one partition's log; clones share it (on the owning shard only).
@@ -179,6 +198,7 @@ impl PartitionLog {
             syncing: false,
             unflushed_bytes: 0,
             closed: false,
+            producers: ProducerStates::default(),
             error: None,
         };
         let partition = PartitionLog {
@@ -188,6 +208,7 @@ impl PartitionLog {
                 state: RefCell::new(state),
                 append_lock: Semaphore::new(1),
                 durable_changed: Event::new(),
+                appended: Event::new(),
             }),
         };
         partition.spawn_flusher();
@@ -209,6 +230,11 @@ impl PartitionLog {
     /// Every offset below this survives a crash.
     pub fn durable_offset(&self) -> Offset {
         self.inner.state.borrow().durable
+    }
+
+    /// Resolves at the next append (for long-polling fetches; pair with a timeout).
+    pub fn appended(&self) -> event_listener::EventListener {
+        self.inner.appended.listen()
     }
 
     pub fn size_bytes(&self) -> u64 {
@@ -254,7 +280,32 @@ impl PartitionLog {
         if let Some(e) = &st.error {
             return Err(AppendError::Io(io::Error::other(e.clone())));
         }
+        if header.producer_id >= 0 {
+            let check = st.producers.check(
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                header.records_count,
+            );
+            match check {
+                SeqCheck::Accept => {}
+                SeqCheck::Duplicate { base_offset } => return Err(AppendError::Duplicate(base_offset)),
+                SeqCheck::OutOfOrder { expected } => {
+                    return Err(AppendError::OutOfOrderSequence { expected })
+                }
+                SeqCheck::Fenced { .. } => return Err(AppendError::Fenced),
+            }
+        }
         let (meta, position) = st.log.append(&header);
+        if header.producer_id >= 0 {
+            st.producers.record(
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                header.records_count,
+                meta.base_offset,
+            );
+        }
         assert_eq!(
             position,
             st.writer.end(),
@@ -280,6 +331,7 @@ impl PartitionLog {
         st.unflushed_bytes += u64::from(meta.bytes);
         let flush_now = st.unflushed_bytes >= st.log.config().flush_bytes && !st.syncing;
         drop(st);
+        self.inner.appended.notify(usize::MAX);
         if flush_now {
             let me = self.clone();
             let target = meta.last_offset.next();

@@ -1,0 +1,26 @@
+//! DeleteTopics (key 20): through the controller; each shard closes and deletes the
+//! partitions it owned.
+
+use std::rc::Rc;
+
+use strand_wire::kafka::messages::delete_topics_response::DeletableTopicResult;
+use strand_wire::kafka::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use strand_wire::kafka::protocol::StrBytes;
+
+use crate::node::Node;
+
+pub async fn handle(node: &Rc<Node>, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let names: Vec<String> = req.topic_names.iter().map(|n| n.0.as_str().to_string()).collect();
+    let outcomes = node.delete_topics(names.clone()).await;
+    let mut response = DeleteTopicsResponse::default();
+    for (name, outcome) in names.into_iter().zip(outcomes) {
+        let mut r = DeletableTopicResult::default();
+        r.name = Some(TopicName(StrBytes::from_string(name)));
+        if let Err((code, message)) = outcome {
+            r.error_code = code.code();
+            r.error_message = Some(StrBytes::from_string(message));
+        }
+        response.responses.push(r);
+    }
+    response
+}

@@ -1,0 +1,163 @@
+//! Fetch (key 1): whole batches from each requested partition, long-polling up to
+//! `max.wait.ms` until `min.bytes` are available. Partitions on other shards are read there;
+//! the wait wakes on an append on any shard that owns one of the partitions.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use strand_wire::kafka::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use strand_wire::kafka::messages::{FetchRequest, FetchResponse};
+
+use crate::node::{Node, ReadOutcome};
+use crate::storage::Offset;
+
+struct Want {
+    topic_index: usize,
+    partition: i32,
+    offset: i64,
+    bytes_max: usize,
+}
+
+pub async fn handle(node: &Rc<Node>, req: FetchRequest) -> FetchResponse {
+    let started = Instant::now();
+    let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let min_bytes = req.min_bytes.max(0) as usize;
+    let response_max = if req.max_bytes > 0 { req.max_bytes as usize } else { usize::MAX };
+    let mut topics = Vec::new();
+    let mut wants = Vec::new();
+    for (ti, t) in req.topics.iter().enumerate() {
+        topics.push(t.topic.clone());
+        for p in &t.partitions {
+            wants.push(Want {
+                topic_index: ti,
+                partition: p.partition,
+                offset: p.fetch_offset,
+                bytes_max: p.partition_max_bytes.max(0) as usize,
+            });
+        }
+    }
+    let owners: Vec<usize> = {
+        let mut o: Vec<usize> = wants
+            .iter()
+            .map(|w| node.owner(&(topics[w.topic_index].0.to_string(), w.partition)))
+            .collect();
+        o.sort_unstable();
+        o.dedup();
+        o
+    };
+    let results = loop {
+        // Listen before reading, so an append between the read and the wait is not missed.
+        let listeners: Vec<_> = owners.iter().map(|&s| node.shared.appended[s].listen()).collect();
+        let results = read_all(node, &topics, &wants, response_max).await;
+        let bytes: usize = results.iter().map(|r| r.as_ref().map_or(0, |o| o.bytes)).sum();
+        let errors = results.iter().any(|r| r.is_err());
+        let elapsed = started.elapsed();
+        if bytes >= min_bytes || errors || elapsed >= max_wait {
+            break results;
+        }
+        let mut wait: Pin<Box<dyn Future<Output = ()>>> = Box::pin(glommio::timer::sleep(max_wait - elapsed));
+        for l in listeners {
+            wait = Box::pin(futures_lite::future::or(wait, l));
+        }
+        wait.await;
+    };
+    let mut response = FetchResponse::default();
+    let mut by_topic: Vec<FetchableTopicResponse> = topics
+        .iter()
+        .map(|name| {
+            let mut t = FetchableTopicResponse::default();
+            t.topic = name.clone();
+            t
+        })
+        .collect();
+    for (want, result) in wants.iter().zip(results) {
+        let mut pd = PartitionData::default();
+        pd.partition_index = want.partition;
+        pd.preferred_read_replica = strand_wire::kafka::messages::BrokerId(-1);
+        match result {
+            Ok(read) => {
+                pd.high_watermark = read.log_end.0;
+                pd.last_stable_offset = read.log_end.0;
+                pd.log_start_offset = read.log_start.0;
+                pd.records = Some(read.records);
+                if req.isolation_level == 1 {
+                    pd.aborted_transactions = Some(Vec::new());
+                }
+            }
+            Err(code) => {
+                pd.error_code = code.code();
+                pd.high_watermark = -1;
+                pd.last_stable_offset = -1;
+                pd.log_start_offset = -1;
+            }
+        }
+        by_topic[want.topic_index].partitions.push(pd);
+    }
+    response.responses = by_topic;
+    response
+}
+
+struct Read {
+    records: Bytes,
+    bytes: usize,
+    log_start: Offset,
+    log_end: Offset,
+}
+
+/// Reads every wanted partition (in parallel across shards), keeping the response under
+/// `response_max` bytes except that the first batch found is always returned whole.
+async fn read_all(
+    node: &Rc<Node>,
+    topics: &[strand_wire::kafka::messages::TopicName],
+    wants: &[Want],
+    response_max: usize,
+) -> Vec<Result<Read, strand_wire::ErrorCode>> {
+    let tasks: Vec<_> = wants
+        .iter()
+        .map(|w| {
+            let node = Rc::clone(node);
+            let tp = (topics[w.topic_index].0.to_string(), w.partition);
+            let (offset, bytes_max) = (Offset(w.offset), w.bytes_max.min(response_max));
+            glommio::spawn_local(async move { node.read(tp, offset, bytes_max).await })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(tasks.len());
+    let mut total = 0usize;
+    for task in tasks {
+        let r: ReadOutcome = task.await;
+        out.push(r.map(|read| {
+            let mut batches = read.batches;
+            if total > 0 {
+                let mut kept = 0usize;
+                batches.retain(|b| {
+                    kept += b.len();
+                    total + kept <= response_max
+                });
+            }
+            let bytes: usize = batches.iter().map(Bytes::len).sum();
+            total += bytes;
+            Read { records: join(batches), bytes, log_start: read.log_start, log_end: read.log_end }
+        }));
+    }
+    out
+}
+
+/// One `Bytes` for the record set. A single batch (or a disk read, which is one allocation)
+/// goes out as is; several cache entries are joined, which copies — the price of the codec
+/// taking one buffer per partition.
+fn join(batches: Vec<Bytes>) -> Bytes {
+    match batches.len() {
+        0 => Bytes::new(),
+        1 => batches.into_iter().next().unwrap_or_default(),
+        _ => {
+            let mut out = BytesMut::with_capacity(batches.iter().map(Bytes::len).sum());
+            for b in batches {
+                out.extend_from_slice(&b);
+            }
+            out.freeze()
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! ListOffsets (key 2): earliest (-2), latest (-1), or the first offset at or after a
+//! timestamp, per partition.
+
+use std::rc::Rc;
+
+use strand_wire::kafka::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use strand_wire::kafka::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+use crate::node::Node;
+
+pub async fn handle(node: &Rc<Node>, req: ListOffsetsRequest) -> ListOffsetsResponse {
+    let mut response = ListOffsetsResponse::default();
+    for t in req.topics {
+        let mut tr = ListOffsetsTopicResponse::default();
+        let name = t.name.0.as_str().to_string();
+        for p in t.partitions {
+            let mut pr = ListOffsetsPartitionResponse::default();
+            pr.partition_index = p.partition_index;
+            pr.timestamp = -1;
+            pr.leader_epoch = 0;
+            match node.offsets((name.clone(), p.partition_index), p.timestamp).await {
+                Ok((offset, _, _)) => {
+                    pr.offset = offset.0;
+                    if p.timestamp >= 0 && offset.0 >= 0 {
+                        pr.timestamp = p.timestamp;
+                    }
+                }
+                Err(code) => {
+                    pr.error_code = code.code();
+                    pr.offset = -1;
+                }
+            }
+            tr.partitions.push(pr);
+        }
+        tr.name = t.name;
+        response.topics.push(tr);
+    }
+    response
+}

@@ -1,0 +1,82 @@
+//! Metadata (key 3): brokers, topics, partitions and leaders. Unknown topics are created when
+//! the client allows it and `auto.create.topics.enable` is on (Kafka's default).
+
+use std::rc::Rc;
+
+use strand_wire::kafka::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use strand_wire::kafka::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use strand_wire::kafka::protocol::StrBytes;
+use strand_wire::ErrorCode;
+
+use super::{advertised, NODE_ID};
+use crate::node::{NewTopic, Node};
+
+pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> MetadataResponse {
+    // v0 sends an empty list to mean "all topics"; v1+ sends null for that.
+    let requested: Option<Vec<String>> = match req.topics {
+        Some(t) if !(version == 0 && t.is_empty()) => Some(
+            t.into_iter()
+                .filter_map(|t| t.name.map(|n| n.0.as_str().to_string()))
+                .collect(),
+        ),
+        _ => None,
+    };
+    let allow_create = version < 4 || req.allow_auto_topic_creation;
+    if let Some(names) = &requested {
+        let catalog = node.catalog();
+        let missing: Vec<NewTopic> = names
+            .iter()
+            .filter(|n| !catalog.topics.contains_key(*n))
+            .map(|n| NewTopic {
+                name: n.clone(),
+                partitions: node.config().num_partitions,
+                configs: Default::default(),
+            })
+            .collect();
+        if allow_create && node.config().auto_create_topics && !missing.is_empty() {
+            node.create_topics(missing, false).await;
+        }
+    }
+    let catalog = node.catalog();
+    let (host, port) = advertised(node);
+    let mut broker = MetadataResponseBroker::default();
+    broker.node_id = BrokerId(NODE_ID);
+    broker.host = StrBytes::from_string(host);
+    broker.port = port;
+    let mut r = MetadataResponse::default();
+    r.brokers = vec![broker];
+    r.cluster_id = Some(StrBytes::from_string(node.shared.cluster_id.clone()));
+    r.controller_id = BrokerId(NODE_ID);
+    let names: Vec<String> = requested.unwrap_or_else(|| catalog.topics.keys().cloned().collect());
+    for name in names {
+        let mut t = MetadataResponseTopic::default();
+        t.name = Some(TopicName(StrBytes::from_string(name.clone())));
+        match catalog.topics.get(&name) {
+            None => {
+                t.error_code = if crate::catalog::validate_topic_name(&name).is_err() {
+                    ErrorCode::InvalidTopicException.code()
+                } else {
+                    ErrorCode::UnknownTopicOrPartition.code()
+                };
+            }
+            Some(meta) => {
+                t.topic_id = meta.id.parse().unwrap_or_default();
+                t.partitions = (0..meta.partitions)
+                    .map(|p| {
+                        let mut part = MetadataResponsePartition::default();
+                        part.partition_index = p;
+                        part.leader_id = BrokerId(NODE_ID);
+                        part.leader_epoch = 0;
+                        part.replica_nodes = vec![BrokerId(NODE_ID)];
+                        part.isr_nodes = vec![BrokerId(NODE_ID)];
+                        part
+                    })
+                    .collect();
+            }
+        }
+        r.topics.push(t);
+    }
+    r
+}

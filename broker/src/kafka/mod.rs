@@ -1,0 +1,78 @@
+//! The Kafka front end: one module per API, and the table of what we support.
+//!
+//! # Layout
+//! - [`conn`] — a client connection: frames in, one request at a time (as Kafka does per
+//!   connection), responses out in order.
+//! - one module per API: [`api_versions`], [`metadata`], [`produce`], [`fetch`],
+//!   [`list_offsets`], [`create_topics`], [`delete_topics`], [`init_producer_id`],
+//!   [`describe_cluster`].
+
+pub mod api_versions;
+pub mod conn;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use std::rc::Rc;
+
+use strand_wire::kafka::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
+
+use crate::node::Node;
+
+/// Every API Strand serves, with the versions it accepts. Floors follow Kafka 4.x (KIP-896);
+/// ceilings stop before versions that need features Strand lacks yet (topic ids in Fetch v13+,
+/// transactions v2 in Produce v12+).
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 11),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 5),
+    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+/// The version range we serve for `api`, if any.
+pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED.iter().find(|(k, _, _)| *k == api).map(|&(_, lo, hi)| (lo, hi))
+}
+
+/// Runs one request. `None` means "send no response" (Produce with acks=0).
+pub async fn handle(
+    node: &Rc<Node>,
+    header: &RequestHeader,
+    request: RequestKind,
+) -> Option<ResponseKind> {
+    let version = header.request_api_version;
+    Some(match request {
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(0)),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(node, r, version).await),
+        RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(node, r).await?),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(node, r).await),
+        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(node, r).await),
+        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(node, r).await),
+        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(node, r).await),
+        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(node, r)),
+        RequestKind::DescribeCluster(_) => ResponseKind::DescribeCluster(describe_cluster::handle(node)),
+        _ => return None,
+    })
+}
+
+/// Host and port clients should connect to (the listen address).
+pub fn advertised(node: &Node) -> (String, i32) {
+    let listen = &node.config().listen;
+    match listen.parse::<std::net::SocketAddr>() {
+        Ok(a) => (a.ip().to_string(), i32::from(a.port())),
+        Err(_) => (listen.clone(), 9092),
+    }
+}
+
+/// Broker id of this (single) node.
+pub const NODE_ID: i32 = 0;

@@ -1,0 +1,419 @@
+//! One shard's view of the node: its partitions, its catalog snapshot, and the channels to the
+//! other shards.
+//!
+//! Partition work always runs on the owning shard (`shard::shard_for`). A request that touches
+//! another shard's partition sends a [`ShardMsg`] over an unbounded channel and awaits a
+//! oneshot reply; glommio wakes the waiting task when the reply arrives from the other thread.
+//! Shard 0 is the controller: topic creation and deletion go through it, it persists the
+//! catalog and pushes the new snapshot to every shard before answering.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use futures_channel::{mpsc, oneshot};
+use futures_lite::StreamExt;
+use glommio::sync::Semaphore;
+use strand_wire::ErrorCode;
+use tracing::{info, warn};
+
+use crate::catalog::{validate_config, validate_topic_name, Catalog, TopicMeta};
+use crate::config::BrokerConfig;
+use crate::shard::shard_for;
+use crate::storage::{AppendError, Offset, PartitionLog, ReadError, ReadOut, StorageOptions};
+
+pub type TopicPartition = (String, i32);
+
+/// Result of a produce on one partition: base offset and log start, or an error code.
+pub type ProduceOutcome = Result<(Offset, Offset), ErrorCode>;
+/// Result of a read on one partition.
+pub type ReadOutcome = Result<ReadOut, ErrorCode>;
+/// (offset, log start, log end) for a ListOffsets lookup; offset -1 when none.
+pub type OffsetsOutcome = Result<(Offset, Offset, Offset), ErrorCode>;
+/// Per topic: Ok or (error code, message).
+pub type AdminOutcome = Vec<Result<(), (ErrorCode, String)>>;
+
+/// A topic to create: name, partitions, configs.
+#[derive(Clone, Debug)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// Work sent to the shard that owns it.
+pub enum ShardMsg {
+    Produce { tp: TopicPartition, batch: BytesMut, durable: bool, reply: oneshot::Sender<ProduceOutcome> },
+    Read { tp: TopicPartition, offset: Offset, bytes_max: usize, reply: oneshot::Sender<ReadOutcome> },
+    Offsets { tp: TopicPartition, timestamp_ms: i64, reply: oneshot::Sender<OffsetsOutcome> },
+    /// A new catalog snapshot: open newly owned partitions, drop deleted ones.
+    ApplyCatalog { catalog: Arc<Catalog>, reply: oneshot::Sender<()> },
+    /// To the controller (shard 0).
+    CreateTopics { topics: Vec<NewTopic>, validate_only: bool, reply: oneshot::Sender<AdminOutcome> },
+    /// To the controller (shard 0).
+    DeleteTopics { names: Vec<String>, reply: oneshot::Sender<AdminOutcome> },
+}
+
+/// Channels between shards, made before the executors start.
+pub struct Mesh {
+    pub senders: Vec<mpsc::UnboundedSender<ShardMsg>>,
+    pub receivers: Vec<Option<mpsc::UnboundedReceiver<ShardMsg>>>,
+}
+
+impl Mesh {
+    pub fn new(shards: usize) -> Mesh {
+        let (senders, receivers) = (0..shards)
+            .map(|_| {
+                let (tx, rx) = mpsc::unbounded();
+                (tx, Some(rx))
+            })
+            .unzip();
+        Mesh { senders, receivers }
+    }
+}
+
+/// State shared by every shard of the process (immutable or atomic).
+pub struct NodeShared {
+    pub config: Arc<BrokerConfig>,
+    pub senders: Vec<mpsc::UnboundedSender<ShardMsg>>,
+    /// Next producer id for InitProducerId (seeded from the clock so ids do not repeat across
+    /// restarts).
+    pub next_producer_id: AtomicI64,
+    pub cluster_id: String,
+    /// One per shard, notified after each append there (wakes long-polling fetches anywhere).
+    pub appended: Vec<Arc<event_listener::Event>>,
+}
+
+pub struct Node {
+    pub shard: usize,
+    pub shared: Arc<NodeShared>,
+    catalog: RefCell<Arc<Catalog>>,
+    partitions: RefCell<HashMap<TopicPartition, PartitionLog>>,
+    /// Serialises catalog changes on the controller.
+    controller: Semaphore,
+}
+
+fn from_append(e: AppendError) -> ProduceOutcome {
+    match e {
+        // Kafka answers a duplicate with the original offset and no error.
+        AppendError::Duplicate(offset) => Ok((offset, Offset(-1))),
+        e => {
+            if matches!(e, AppendError::Io(_)) {
+                warn!(error = %e, "append failed");
+            }
+            Err(e.error_code())
+        }
+    }
+}
+
+impl Node {
+    pub fn new(shard: usize, shared: Arc<NodeShared>) -> Rc<Node> {
+        Rc::new(Node {
+            shard,
+            shared,
+            catalog: RefCell::new(Arc::new(Catalog::default())),
+            partitions: RefCell::new(HashMap::new()),
+            controller: Semaphore::new(1),
+        })
+    }
+
+    pub fn shards(&self) -> usize {
+        self.shared.senders.len()
+    }
+
+    pub fn config(&self) -> &BrokerConfig {
+        &self.shared.config
+    }
+
+    pub fn catalog(&self) -> Arc<Catalog> {
+        Arc::clone(&self.catalog.borrow())
+    }
+
+    pub fn owner(&self, tp: &TopicPartition) -> usize {
+        shard_for(&tp.0, tp.1, self.shards())
+    }
+
+    pub fn local_partitions(&self) -> Vec<PartitionLog> {
+        self.partitions.borrow().values().cloned().collect()
+    }
+
+    fn local(&self, tp: &TopicPartition) -> Option<PartitionLog> {
+        self.partitions.borrow().get(tp).cloned()
+    }
+
+    fn send(&self, shard: usize, msg: ShardMsg) {
+        // A closed channel means that shard is gone (shutdown); the reply sender is dropped
+        // and the waiting side sees `Canceled`.
+        let _ = self.shared.senders[shard].unbounded_send(msg);
+    }
+
+    /// Receives and serves messages from other shards until the process ends.
+    pub async fn run_inbox(self: Rc<Self>, mut rx: mpsc::UnboundedReceiver<ShardMsg>) {
+        while let Some(msg) = rx.next().await {
+            let me = Rc::clone(&self);
+            glommio::spawn_local(async move { me.serve(msg).await }).detach();
+        }
+    }
+
+    async fn serve(self: Rc<Self>, msg: ShardMsg) {
+        match msg {
+            ShardMsg::Produce { tp, batch, durable, reply } => {
+                let _ = reply.send(self.produce_local(&tp, batch, durable).await);
+            }
+            ShardMsg::Read { tp, offset, bytes_max, reply } => {
+                let _ = reply.send(self.read_local(&tp, offset, bytes_max).await);
+            }
+            ShardMsg::Offsets { tp, timestamp_ms, reply } => {
+                let _ = reply.send(self.offsets_local(&tp, timestamp_ms).await);
+            }
+            ShardMsg::ApplyCatalog { catalog, reply } => {
+                self.apply_catalog(catalog).await;
+                let _ = reply.send(());
+            }
+            ShardMsg::CreateTopics { topics, validate_only, reply } => {
+                let _ = reply.send(self.controller_create(topics, validate_only).await);
+            }
+            ShardMsg::DeleteTopics { names, reply } => {
+                let _ = reply.send(self.controller_delete(names).await);
+            }
+        }
+    }
+
+    /// Appends a batch to `tp` on whichever shard owns it.
+    pub async fn produce(&self, tp: TopicPartition, batch: BytesMut, durable: bool) -> ProduceOutcome {
+        let owner = self.owner(&tp);
+        if owner == self.shard {
+            return self.produce_local(&tp, batch, durable).await;
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(owner, ShardMsg::Produce { tp, batch, durable, reply });
+        rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+    }
+
+    async fn produce_local(&self, tp: &TopicPartition, batch: BytesMut, durable: bool) -> ProduceOutcome {
+        let Some(log) = self.local(tp) else {
+            return Err(ErrorCode::UnknownTopicOrPartition);
+        };
+        let now = crate::server::now_ms();
+        let result = if durable {
+            log.append_durable(batch, now).await
+        } else {
+            log.append(batch, now).await
+        };
+        self.shared.appended[self.shard].notify(usize::MAX);
+        match result {
+            Ok(meta) => Ok((meta.base_offset, log.log_start())),
+            Err(e) => from_append(e).map(|(o, _)| (o, log.log_start())),
+        }
+    }
+
+    pub async fn read(&self, tp: TopicPartition, offset: Offset, bytes_max: usize) -> ReadOutcome {
+        let owner = self.owner(&tp);
+        if owner == self.shard {
+            return self.read_local(&tp, offset, bytes_max).await;
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(owner, ShardMsg::Read { tp, offset, bytes_max, reply });
+        rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+    }
+
+    async fn read_local(&self, tp: &TopicPartition, offset: Offset, bytes_max: usize) -> ReadOutcome {
+        let Some(log) = self.local(tp) else {
+            return Err(ErrorCode::UnknownTopicOrPartition);
+        };
+        match log.read(offset, bytes_max).await {
+            Ok(out) => Ok(out),
+            Err(ReadError::OutOfRange { .. }) => Err(ErrorCode::OffsetOutOfRange),
+            Err(ReadError::Io(e)) => {
+                warn!(topic = %tp.0, partition = tp.1, error = %e, "read failed");
+                Err(ErrorCode::KafkaStorageError)
+            }
+        }
+    }
+
+    pub async fn offsets(&self, tp: TopicPartition, timestamp_ms: i64) -> OffsetsOutcome {
+        let owner = self.owner(&tp);
+        if owner == self.shard {
+            return self.offsets_local(&tp, timestamp_ms).await;
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(owner, ShardMsg::Offsets { tp, timestamp_ms, reply });
+        rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+    }
+
+    /// ListOffsets semantics: -2 earliest, -1 latest (and -3, max timestamp, as latest),
+    /// otherwise the first offset with a timestamp at or after `timestamp_ms`.
+    async fn offsets_local(&self, tp: &TopicPartition, timestamp_ms: i64) -> OffsetsOutcome {
+        let Some(log) = self.local(tp) else {
+            return Err(ErrorCode::UnknownTopicOrPartition);
+        };
+        let (start, end) = (log.log_start(), log.log_end());
+        let offset = match timestamp_ms {
+            -2 => start,
+            -1 | -3 => end,
+            ts => match log.offset_for_time(ts).await {
+                Ok(Some(o)) => o,
+                Ok(None) => Offset(-1),
+                Err(_) => return Err(ErrorCode::KafkaStorageError),
+            },
+        };
+        Ok((offset, start, end))
+    }
+
+    /// Creates topics through the controller.
+    pub async fn create_topics(&self, topics: Vec<NewTopic>, validate_only: bool) -> AdminOutcome {
+        if self.shard == 0 {
+            return self.controller_create(topics, validate_only).await;
+        }
+        let n = topics.len();
+        let (reply, rx) = oneshot::channel();
+        self.send(0, ShardMsg::CreateTopics { topics, validate_only, reply });
+        rx.await
+            .unwrap_or_else(|_| vec![Err((ErrorCode::UnknownServerError, "controller gone".into())); n])
+    }
+
+    pub async fn delete_topics(&self, names: Vec<String>) -> AdminOutcome {
+        if self.shard == 0 {
+            return self.controller_delete(names).await;
+        }
+        let n = names.len();
+        let (reply, rx) = oneshot::channel();
+        self.send(0, ShardMsg::DeleteTopics { names, reply });
+        rx.await
+            .unwrap_or_else(|_| vec![Err((ErrorCode::UnknownServerError, "controller gone".into())); n])
+    }
+
+    async fn controller_create(&self, topics: Vec<NewTopic>, validate_only: bool) -> AdminOutcome {
+        let _permit = self.controller.acquire_permit(1).await;
+        let mut next = (*self.catalog()).clone();
+        let mut results = Vec::with_capacity(topics.len());
+        for t in topics {
+            let check = validate_topic_name(&t.name)
+                .map_err(|m| (ErrorCode::InvalidTopicException, m))
+                .and_then(|()| {
+                    if next.topics.contains_key(&t.name) {
+                        return Err((ErrorCode::TopicAlreadyExists, format!("topic {} already exists", t.name)));
+                    }
+                    if t.partitions < 1 || t.partitions > crate::limits::PARTITIONS_PER_TOPIC_MAX {
+                        return Err((ErrorCode::InvalidPartitions, format!("{} partitions is out of range", t.partitions)));
+                    }
+                    for (k, v) in &t.configs {
+                        validate_config(k, v).map_err(|m| (ErrorCode::InvalidConfig, m))?;
+                    }
+                    Ok(())
+                });
+            if check.is_ok() && !validate_only {
+                let meta = TopicMeta {
+                    id: uuid::Uuid::new_v4().to_string(),
+                    partitions: t.partitions,
+                    configs: t.configs,
+                };
+                info!(topic = %t.name, partitions = meta.partitions, "creating topic");
+                next.topics.insert(t.name, meta);
+            }
+            results.push(check);
+        }
+        if !validate_only && results.iter().any(Result::is_ok) {
+            if let Err(e) = self.publish(next).await {
+                warn!(error = %e, "could not persist the catalog");
+                return results
+                    .into_iter()
+                    .map(|_| Err((ErrorCode::KafkaStorageError, e.to_string())))
+                    .collect();
+            }
+        }
+        results
+    }
+
+    async fn controller_delete(&self, names: Vec<String>) -> AdminOutcome {
+        let _permit = self.controller.acquire_permit(1).await;
+        let mut next = (*self.catalog()).clone();
+        let results: AdminOutcome = names
+            .iter()
+            .map(|n| match next.topics.remove(n) {
+                Some(_) => {
+                    info!(topic = %n, "deleting topic");
+                    Ok(())
+                }
+                None => Err((ErrorCode::UnknownTopicOrPartition, format!("topic {n} does not exist"))),
+            })
+            .collect();
+        if results.iter().any(Result::is_ok) {
+            if let Err(e) = self.publish(next).await {
+                warn!(error = %e, "could not persist the catalog");
+            }
+        }
+        results
+    }
+
+    /// Persists `next` and applies it on every shard before returning.
+    async fn publish(&self, next: Catalog) -> io::Result<()> {
+        let dir = self.config().data_dir.clone();
+        let to_save = next.clone();
+        glommio::executor().spawn_blocking(move || to_save.save(&dir)).await?;
+        let next = Arc::new(next);
+        let mut waits = Vec::new();
+        for shard in 0..self.shards() {
+            if shard == self.shard {
+                continue;
+            }
+            let (reply, rx) = oneshot::channel();
+            self.send(shard, ShardMsg::ApplyCatalog { catalog: Arc::clone(&next), reply });
+            waits.push(rx);
+        }
+        self.apply_catalog(next).await;
+        for w in waits {
+            let _ = w.await;
+        }
+        Ok(())
+    }
+
+    /// Adopts a catalog snapshot: opens the partitions this shard owns that are not open yet,
+    /// closes and deletes those whose topic is gone.
+    pub async fn apply_catalog(&self, catalog: Arc<Catalog>) {
+        *self.catalog.borrow_mut() = Arc::clone(&catalog);
+        let config = Arc::clone(&self.shared.config);
+        let gone: Vec<(TopicPartition, PartitionLog)> = self
+            .partitions
+            .borrow()
+            .iter()
+            .filter(|(tp, _)| catalog.topics.get(&tp.0).is_none_or(|t| tp.1 >= t.partitions))
+            .map(|(tp, log)| (tp.clone(), log.clone()))
+            .collect();
+        for (tp, log) in gone {
+            self.partitions.borrow_mut().remove(&tp);
+            let _ = log.close().await;
+            let dir = log.dir().to_path_buf();
+            drop(log);
+            if let Err(e) = glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(dir)).await {
+                warn!(topic = %tp.0, partition = tp.1, error = %e, "could not delete partition files");
+            }
+        }
+        for (name, meta) in &catalog.topics {
+            for p in 0..meta.partitions {
+                let tp = (name.clone(), p);
+                if self.owner(&tp) != self.shard || self.partitions.borrow().contains_key(&tp) {
+                    continue;
+                }
+                let dir = config.data_dir.join(format!("{name}-{p}"));
+                match PartitionLog::open(dir, meta.log_config(&config.log), StorageOptions::default()).await {
+                    Ok((log, report)) => {
+                        if report.scanned > 0 || report.segments > 0 {
+                            info!(shard = self.shard, topic = %name, partition = p, end = %log.log_end(), ?report, "partition opened");
+                        }
+                        self.partitions.borrow_mut().insert(tp, log);
+                    }
+                    Err(e) => warn!(topic = %name, partition = p, error = %e, "cannot open partition"),
+                }
+            }
+        }
+    }
+
+    pub fn next_producer_id(&self) -> i64 {
+        self.shared.next_producer_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
