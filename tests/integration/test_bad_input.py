@@ -1,0 +1,72 @@
+"""Garbage, oversized and truncated frames close that connection only; other clients go on."""
+import socket
+import struct
+import uuid
+
+from confluent_kafka import Producer
+
+
+def raw(broker, payload, read=True):
+    s = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+    s.sendall(payload)
+    data = b""
+    if read:
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except socket.timeout:
+            data += b"<timeout>"
+    s.close()
+    return data
+
+
+def api_versions_v0():
+    body = struct.pack(">hhi", 18, 0, 1) + struct.pack(">h", -1)
+    return struct.pack(">i", len(body)) + body
+
+
+def test_bad_frames_close_only_their_connection(broker):
+    # Garbage: size prefix far over the frame limit.
+    assert raw(broker, b"GET / HTTP/1.1\r\n\r\n") == b""
+    # Negative size.
+    assert raw(broker, struct.pack(">i", -7) + b"xxxx") == b""
+    # Unknown API key.
+    assert raw(broker, struct.pack(">i", 8) + struct.pack(">hhi", 999, 0, 1)) == b""
+    # A Metadata request whose body is cut short.
+    body = struct.pack(">hhi", 3, 12, 5) + b"\x00\x05strand" + b"\x02"
+    assert raw(broker, struct.pack(">i", len(body)) + body) == b""
+    # Truncated frame, then hang up: the broker must not wait forever or crash.
+    raw(broker, struct.pack(">i", 100) + b"abc", read=False)
+    # An ApiVersions at an unknown version gets UNSUPPORTED_VERSION (35) at v0, not a close.
+    body = struct.pack(">hhi", 18, 99, 3) + struct.pack(">h", -1)
+    s = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+    s.sendall(struct.pack(">i", len(body)) + body)
+    size = struct.unpack(">i", s.recv(4))[0]
+    resp = b""
+    while len(resp) < size:
+        resp += s.recv(size - len(resp))
+    corr, err = struct.unpack(">ih", resp[:6])
+    assert (corr, err) == (3, 35)
+    s.close()
+    # A well-formed request still works on a new connection, and real clients are fine.
+    assert len(raw_api_versions(broker)) > 10
+    acked = []
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    p.produce(f"after-garbage-{uuid.uuid4().hex[:6]}", b"ok",
+              on_delivery=lambda e, m: e is None and acked.append(1))
+    assert p.flush(20) == 0 and acked == [1]
+    assert "closing connection" in broker.log()
+
+
+def raw_api_versions(broker):
+    s = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+    s.sendall(api_versions_v0())
+    size = struct.unpack(">i", s.recv(4))[0]
+    resp = b""
+    while len(resp) < size:
+        resp += s.recv(size - len(resp))
+    s.close()
+    return resp
