@@ -53,8 +53,13 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
     if name.len() > 249 {
         return Err("topic names are at most 249 characters".into());
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
-        return Err(format!("topic name {name:?} may only contain [a-zA-Z0-9._-]"));
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "topic name {name:?} may only contain [a-zA-Z0-9._-]"
+        ));
     }
     Ok(())
 }
@@ -104,7 +109,9 @@ impl TopicMeta {
 
     /// Redpanda's `write.caching`: `false` (default) fsyncs before acknowledging `acks=all`.
     pub fn write_caching(&self) -> bool {
-        self.configs.get("write.caching").is_some_and(|v| v == "true")
+        self.configs
+            .get("write.caching")
+            .is_some_and(|v| v == "true")
     }
 
     /// `max.message.bytes`: the largest batch a producer may send (Kafka's default).
@@ -169,6 +176,9 @@ mod tests {
         );
         c.save(dir.path()).expect("save");
         assert_eq!(Catalog::load(dir.path()).expect("load"), c);
-        assert_eq!(c.topics["t"].log_config(&LogConfig::default()).retention_ms, 5);
+        assert_eq!(
+            c.topics["t"].log_config(&LogConfig::default()).retention_ms,
+            5
+        );
     }
 }

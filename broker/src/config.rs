@@ -138,8 +138,12 @@ impl BrokerConfig {
                 self.log.segment_bytes
             )));
         }
-        if self.num_partitions < 1 || self.num_partitions > crate::limits::PARTITIONS_PER_TOPIC_MAX {
-            return Err(ConfigError(format!("num.partitions out of range: {}", self.num_partitions)));
+        if self.num_partitions < 1 || self.num_partitions > crate::limits::PARTITIONS_PER_TOPIC_MAX
+        {
+            return Err(ConfigError(format!(
+                "num.partitions out of range: {}",
+                self.num_partitions
+            )));
         }
         if self.cores == Some(0) {
             return Err(ConfigError("cores must be at least 1".into()));

@@ -47,15 +47,39 @@ pub struct NewTopic {
 
 /// Work sent to the shard that owns it.
 pub enum ShardMsg {
-    Produce { tp: TopicPartition, batch: BytesMut, durable: bool, reply: oneshot::Sender<ProduceOutcome> },
-    Read { tp: TopicPartition, offset: Offset, bytes_max: usize, reply: oneshot::Sender<ReadOutcome> },
-    Offsets { tp: TopicPartition, timestamp_ms: i64, reply: oneshot::Sender<OffsetsOutcome> },
+    Produce {
+        tp: TopicPartition,
+        batch: BytesMut,
+        durable: bool,
+        reply: oneshot::Sender<ProduceOutcome>,
+    },
+    Read {
+        tp: TopicPartition,
+        offset: Offset,
+        bytes_max: usize,
+        reply: oneshot::Sender<ReadOutcome>,
+    },
+    Offsets {
+        tp: TopicPartition,
+        timestamp_ms: i64,
+        reply: oneshot::Sender<OffsetsOutcome>,
+    },
     /// A new catalog snapshot: open newly owned partitions, drop deleted ones.
-    ApplyCatalog { catalog: Arc<Catalog>, reply: oneshot::Sender<()> },
+    ApplyCatalog {
+        catalog: Arc<Catalog>,
+        reply: oneshot::Sender<()>,
+    },
     /// To the controller (shard 0).
-    CreateTopics { topics: Vec<NewTopic>, validate_only: bool, reply: oneshot::Sender<AdminOutcome> },
+    CreateTopics {
+        topics: Vec<NewTopic>,
+        validate_only: bool,
+        reply: oneshot::Sender<AdminOutcome>,
+    },
     /// To the controller (shard 0).
-    DeleteTopics { names: Vec<String>, reply: oneshot::Sender<AdminOutcome> },
+    DeleteTopics {
+        names: Vec<String>,
+        reply: oneshot::Sender<AdminOutcome>,
+    },
 }
 
 /// Channels between shards, made before the executors start.
@@ -161,20 +185,38 @@ impl Node {
 
     async fn serve(self: Rc<Self>, msg: ShardMsg) {
         match msg {
-            ShardMsg::Produce { tp, batch, durable, reply } => {
+            ShardMsg::Produce {
+                tp,
+                batch,
+                durable,
+                reply,
+            } => {
                 let _ = reply.send(self.produce_local(&tp, batch, durable).await);
             }
-            ShardMsg::Read { tp, offset, bytes_max, reply } => {
+            ShardMsg::Read {
+                tp,
+                offset,
+                bytes_max,
+                reply,
+            } => {
                 let _ = reply.send(self.read_local(&tp, offset, bytes_max).await);
             }
-            ShardMsg::Offsets { tp, timestamp_ms, reply } => {
+            ShardMsg::Offsets {
+                tp,
+                timestamp_ms,
+                reply,
+            } => {
                 let _ = reply.send(self.offsets_local(&tp, timestamp_ms).await);
             }
             ShardMsg::ApplyCatalog { catalog, reply } => {
                 self.apply_catalog(catalog).await;
                 let _ = reply.send(());
             }
-            ShardMsg::CreateTopics { topics, validate_only, reply } => {
+            ShardMsg::CreateTopics {
+                topics,
+                validate_only,
+                reply,
+            } => {
                 let _ = reply.send(self.controller_create(topics, validate_only).await);
             }
             ShardMsg::DeleteTopics { names, reply } => {
@@ -184,17 +226,35 @@ impl Node {
     }
 
     /// Appends a batch to `tp` on whichever shard owns it.
-    pub async fn produce(&self, tp: TopicPartition, batch: BytesMut, durable: bool) -> ProduceOutcome {
+    pub async fn produce(
+        &self,
+        tp: TopicPartition,
+        batch: BytesMut,
+        durable: bool,
+    ) -> ProduceOutcome {
         let owner = self.owner(&tp);
         if owner == self.shard {
             return self.produce_local(&tp, batch, durable).await;
         }
         let (reply, rx) = oneshot::channel();
-        self.send(owner, ShardMsg::Produce { tp, batch, durable, reply });
+        self.send(
+            owner,
+            ShardMsg::Produce {
+                tp,
+                batch,
+                durable,
+                reply,
+            },
+        );
         rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
 
-    async fn produce_local(&self, tp: &TopicPartition, batch: BytesMut, durable: bool) -> ProduceOutcome {
+    async fn produce_local(
+        &self,
+        tp: &TopicPartition,
+        batch: BytesMut,
+        durable: bool,
+    ) -> ProduceOutcome {
         let Some(log) = self.local(tp) else {
             return Err(ErrorCode::UnknownTopicOrPartition);
         };
@@ -217,11 +277,24 @@ impl Node {
             return self.read_local(&tp, offset, bytes_max).await;
         }
         let (reply, rx) = oneshot::channel();
-        self.send(owner, ShardMsg::Read { tp, offset, bytes_max, reply });
+        self.send(
+            owner,
+            ShardMsg::Read {
+                tp,
+                offset,
+                bytes_max,
+                reply,
+            },
+        );
         rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
 
-    async fn read_local(&self, tp: &TopicPartition, offset: Offset, bytes_max: usize) -> ReadOutcome {
+    async fn read_local(
+        &self,
+        tp: &TopicPartition,
+        offset: Offset,
+        bytes_max: usize,
+    ) -> ReadOutcome {
         let Some(log) = self.local(tp) else {
             return Err(ErrorCode::UnknownTopicOrPartition);
         };
@@ -241,7 +314,14 @@ impl Node {
             return self.offsets_local(&tp, timestamp_ms).await;
         }
         let (reply, rx) = oneshot::channel();
-        self.send(owner, ShardMsg::Offsets { tp, timestamp_ms, reply });
+        self.send(
+            owner,
+            ShardMsg::Offsets {
+                tp,
+                timestamp_ms,
+                reply,
+            },
+        );
         rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
 
@@ -271,9 +351,17 @@ impl Node {
         }
         let n = topics.len();
         let (reply, rx) = oneshot::channel();
-        self.send(0, ShardMsg::CreateTopics { topics, validate_only, reply });
-        rx.await
-            .unwrap_or_else(|_| vec![Err((ErrorCode::UnknownServerError, "controller gone".into())); n])
+        self.send(
+            0,
+            ShardMsg::CreateTopics {
+                topics,
+                validate_only,
+                reply,
+            },
+        );
+        rx.await.unwrap_or_else(|_| {
+            vec![Err((ErrorCode::UnknownServerError, "controller gone".into())); n]
+        })
     }
 
     pub async fn delete_topics(&self, names: Vec<String>) -> AdminOutcome {
@@ -283,8 +371,9 @@ impl Node {
         let n = names.len();
         let (reply, rx) = oneshot::channel();
         self.send(0, ShardMsg::DeleteTopics { names, reply });
-        rx.await
-            .unwrap_or_else(|_| vec![Err((ErrorCode::UnknownServerError, "controller gone".into())); n])
+        rx.await.unwrap_or_else(|_| {
+            vec![Err((ErrorCode::UnknownServerError, "controller gone".into())); n]
+        })
     }
 
     async fn controller_create(&self, topics: Vec<NewTopic>, validate_only: bool) -> AdminOutcome {
@@ -296,10 +385,16 @@ impl Node {
                 .map_err(|m| (ErrorCode::InvalidTopicException, m))
                 .and_then(|()| {
                     if next.topics.contains_key(&t.name) {
-                        return Err((ErrorCode::TopicAlreadyExists, format!("topic {} already exists", t.name)));
+                        return Err((
+                            ErrorCode::TopicAlreadyExists,
+                            format!("topic {} already exists", t.name),
+                        ));
                     }
                     if t.partitions < 1 || t.partitions > crate::limits::PARTITIONS_PER_TOPIC_MAX {
-                        return Err((ErrorCode::InvalidPartitions, format!("{} partitions is out of range", t.partitions)));
+                        return Err((
+                            ErrorCode::InvalidPartitions,
+                            format!("{} partitions is out of range", t.partitions),
+                        ));
                     }
                     for (k, v) in &t.configs {
                         validate_config(k, v).map_err(|m| (ErrorCode::InvalidConfig, m))?;
@@ -339,7 +434,10 @@ impl Node {
                     info!(topic = %n, "deleting topic");
                     Ok(())
                 }
-                None => Err((ErrorCode::UnknownTopicOrPartition, format!("topic {n} does not exist"))),
+                None => Err((
+                    ErrorCode::UnknownTopicOrPartition,
+                    format!("topic {n} does not exist"),
+                )),
             })
             .collect();
         if results.iter().any(Result::is_ok) {
@@ -354,7 +452,9 @@ impl Node {
     async fn publish(&self, next: Catalog) -> io::Result<()> {
         let dir = self.config().data_dir.clone();
         let to_save = next.clone();
-        glommio::executor().spawn_blocking(move || to_save.save(&dir)).await?;
+        glommio::executor()
+            .spawn_blocking(move || to_save.save(&dir))
+            .await?;
         let next = Arc::new(next);
         let mut waits = Vec::new();
         for shard in 0..self.shards() {
@@ -362,7 +462,13 @@ impl Node {
                 continue;
             }
             let (reply, rx) = oneshot::channel();
-            self.send(shard, ShardMsg::ApplyCatalog { catalog: Arc::clone(&next), reply });
+            self.send(
+                shard,
+                ShardMsg::ApplyCatalog {
+                    catalog: Arc::clone(&next),
+                    reply,
+                },
+            );
             waits.push(rx);
         }
         self.apply_catalog(next).await;
@@ -381,7 +487,12 @@ impl Node {
             .partitions
             .borrow()
             .iter()
-            .filter(|(tp, _)| catalog.topics.get(&tp.0).is_none_or(|t| tp.1 >= t.partitions))
+            .filter(|(tp, _)| {
+                catalog
+                    .topics
+                    .get(&tp.0)
+                    .is_none_or(|t| tp.1 >= t.partitions)
+            })
             .map(|(tp, log)| (tp.clone(), log.clone()))
             .collect();
         for (tp, log) in gone {
@@ -389,7 +500,10 @@ impl Node {
             let _ = log.close().await;
             let dir = log.dir().to_path_buf();
             drop(log);
-            if let Err(e) = glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(dir)).await {
+            if let Err(e) = glommio::executor()
+                .spawn_blocking(move || std::fs::remove_dir_all(dir))
+                .await
+            {
                 warn!(topic = %tp.0, partition = tp.1, error = %e, "could not delete partition files");
             }
         }
@@ -400,14 +514,22 @@ impl Node {
                     continue;
                 }
                 let dir = config.data_dir.join(format!("{name}-{p}"));
-                match PartitionLog::open(dir, meta.log_config(&config.log), StorageOptions::default()).await {
+                match PartitionLog::open(
+                    dir,
+                    meta.log_config(&config.log),
+                    StorageOptions::default(),
+                )
+                .await
+                {
                     Ok((log, report)) => {
                         if report.scanned > 0 || report.segments > 0 {
                             info!(shard = self.shard, topic = %name, partition = p, end = %log.log_end(), ?report, "partition opened");
                         }
                         self.partitions.borrow_mut().insert(tp, log);
                     }
-                    Err(e) => warn!(topic = %name, partition = p, error = %e, "cannot open partition"),
+                    Err(e) => {
+                        warn!(topic = %name, partition = p, error = %e, "cannot open partition")
+                    }
                 }
             }
         }

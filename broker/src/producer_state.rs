@@ -55,8 +55,10 @@ impl ProducerStates {
             };
         }
         let last = last_seq(base_seq, records);
-        if let Some(&(_, _, off)) =
-            p.batches.iter().find(|(first, l, _)| *first == base_seq && *l == last)
+        if let Some(&(_, _, off)) = p
+            .batches
+            .iter()
+            .find(|(first, l, _)| *first == base_seq && *l == last)
         {
             return SeqCheck::Duplicate { base_offset: off };
         }
@@ -69,13 +71,21 @@ impl ProducerStates {
     }
 
     /// Records an appended batch.
-    pub fn record(&mut self, producer_id: i64, epoch: i16, base_seq: i32, records: i32, base: Offset) {
+    pub fn record(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        base_seq: i32,
+        records: i32,
+        base: Offset,
+    ) {
         let p = self.producers.entry(producer_id).or_default();
         if epoch != p.epoch {
             p.epoch = epoch;
             p.batches.clear();
         }
-        p.batches.push_back((base_seq, last_seq(base_seq, records), base));
+        p.batches
+            .push_back((base_seq, last_seq(base_seq, records), base));
         while p.batches.len() > BATCHES_PER_PRODUCER {
             p.batches.pop_front();
         }
@@ -101,10 +111,24 @@ mod tests {
         s.record(7, 0, 0, 3, Offset(100));
         assert_eq!(s.check(7, 0, 3, 2), SeqCheck::Accept);
         s.record(7, 0, 3, 2, Offset(103));
-        assert_eq!(s.check(7, 0, 0, 3), SeqCheck::Duplicate { base_offset: Offset(100) });
-        assert_eq!(s.check(7, 0, 3, 2), SeqCheck::Duplicate { base_offset: Offset(103) });
+        assert_eq!(
+            s.check(7, 0, 0, 3),
+            SeqCheck::Duplicate {
+                base_offset: Offset(100)
+            }
+        );
+        assert_eq!(
+            s.check(7, 0, 3, 2),
+            SeqCheck::Duplicate {
+                base_offset: Offset(103)
+            }
+        );
         assert_eq!(s.check(7, 0, 9, 1), SeqCheck::OutOfOrder { expected: 5 });
-        assert_eq!(s.check(7, 1, 0, 1), SeqCheck::Accept, "a new epoch starts at 0");
+        assert_eq!(
+            s.check(7, 1, 0, 1),
+            SeqCheck::Accept,
+            "a new epoch starts at 0"
+        );
         assert_eq!(s.check(7, 1, 4, 1), SeqCheck::OutOfOrder { expected: 0 });
         s.record(7, 1, 0, 1, Offset(200));
         assert_eq!(s.check(7, 0, 5, 1), SeqCheck::Fenced { current: 1 });
@@ -116,7 +140,12 @@ mod tests {
         for i in 0..8 {
             s.record(1, 0, i, 1, Offset(i64::from(i)));
         }
-        assert_eq!(s.check(1, 0, 7, 1), SeqCheck::Duplicate { base_offset: Offset(7) });
+        assert_eq!(
+            s.check(1, 0, 7, 1),
+            SeqCheck::Duplicate {
+                base_offset: Offset(7)
+            }
+        );
         assert_eq!(s.check(1, 0, 1, 1), SeqCheck::OutOfOrder { expected: 8 });
     }
 }

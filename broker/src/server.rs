@@ -81,7 +81,9 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
         senders: mesh.senders,
         next_producer_id: AtomicI64::new(now_ms().max(1) * 1000),
         cluster_id,
-        appended: (0..shards).map(|_| Arc::new(event_listener::Event::new())).collect(),
+        appended: (0..shards)
+            .map(|_| Arc::new(event_listener::Event::new()))
+            .collect(),
     });
     // Each shard takes its own receiver once, at start-up.
     let inboxes = Arc::new(Mutex::new(mesh.receivers));
@@ -100,7 +102,9 @@ async fn shard_main(
     let inbox = inbox.ok_or_else(|| io::Error::other(format!("shard {id} has no inbox")))?;
     let node = Node::new(id, Arc::clone(&shared));
     let data_dir = shared.config.data_dir.clone();
-    let catalog = glommio::executor().spawn_blocking(move || Catalog::load(&data_dir)).await?;
+    let catalog = glommio::executor()
+        .spawn_blocking(move || Catalog::load(&data_dir))
+        .await?;
     node.apply_catalog(Arc::new(catalog)).await;
     glommio::spawn_local(Rc::clone(&node).run_inbox(inbox)).detach();
     spawn_retention(Rc::clone(&node), shared.config.retention_check_interval_ms);
@@ -128,7 +132,11 @@ async fn shard_main(
         let node = Rc::clone(&node);
         glommio::spawn_local(async move {
             if let Err(e) = conn::serve(node, stream).await {
-                debug!(error = %e, "connection ended with an error");
+                if e.kind() == std::io::ErrorKind::Other {
+                    warn!(error = %e, "connection closed after an internal error");
+                } else {
+                    debug!(error = %e, "connection ended with an error");
+                }
             }
             *live.borrow_mut() -= 1;
         })

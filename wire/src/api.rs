@@ -42,7 +42,11 @@ impl std::fmt::Display for DecodeError {
             DecodeError::NoHeader => f.write_str("request shorter than a header"),
             DecodeError::UnknownApi(h) => write!(f, "unknown api key {}", h.api_key),
             DecodeError::Malformed(h, e) => {
-                write!(f, "malformed request (api {} v{}): {e}", h.api_key, h.api_version)
+                write!(
+                    f,
+                    "malformed request (api {} v{}): {e}",
+                    h.api_key, h.api_version
+                )
             }
         }
     }
@@ -53,12 +57,17 @@ impl std::error::Error for DecodeError {}
 /// Decodes a request frame (without its size prefix) at the version its header names. The
 /// caller must have checked the version is one it supports: the codecs only know the versions
 /// in Kafka's schemas. Record sets stay `Bytes` slices of `frame`.
-pub fn decode_request(mut frame: Bytes) -> Result<(RequestHeader, ApiKey, RequestKind), DecodeError> {
+pub fn decode_request(
+    mut frame: Bytes,
+) -> Result<(RequestHeader, ApiKey, RequestKind), DecodeError> {
     let prefix = peek_header(&frame).ok_or(DecodeError::NoHeader)?;
     let api = ApiKey::try_from(prefix.api_key).map_err(|_| DecodeError::UnknownApi(prefix))?;
     let range = api.valid_versions();
     if prefix.api_version < range.min || prefix.api_version > range.max {
-        return Err(DecodeError::Malformed(prefix, "version outside the schema".into()));
+        return Err(DecodeError::Malformed(
+            prefix,
+            "version outside the schema".into(),
+        ));
     }
     let header_version = api.request_header_version(prefix.api_version);
     let header = RequestHeader::decode(&mut frame, header_version)
@@ -96,14 +105,20 @@ mod tests {
             .with_request_api_key(api as i16)
             .with_request_api_version(version)
             .with_correlation_id(7);
-        header.encode(&mut out, api.request_header_version(version)).expect("header");
+        header
+            .encode(&mut out, api.request_header_version(version))
+            .expect("header");
         body.encode(&mut out, version).expect("body");
         out.freeze()
     }
 
     #[test]
     fn decodes_a_request_and_its_header() {
-        let f = frame(ApiKey::ApiVersions, 3, &RequestKind::ApiVersions(ApiVersionsRequest::default()));
+        let f = frame(
+            ApiKey::ApiVersions,
+            3,
+            &RequestKind::ApiVersions(ApiVersionsRequest::default()),
+        );
         let (h, api, body) = decode_request(f).expect("decodes");
         assert_eq!((h.correlation_id, api), (7, ApiKey::ApiVersions));
         assert!(matches!(body, RequestKind::ApiVersions(_)));
@@ -111,12 +126,20 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        assert!(matches!(decode_request(Bytes::from_static(b"abc")), Err(DecodeError::NoHeader)));
+        assert!(matches!(
+            decode_request(Bytes::from_static(b"abc")),
+            Err(DecodeError::NoHeader)
+        ));
         assert!(matches!(
             decode_request(Bytes::from_static(&[0x7f, 0, 0, 0, 0, 0, 0, 1])),
             Err(DecodeError::UnknownApi(_))
         ));
-        let mut f = frame(ApiKey::Metadata, 12, &RequestKind::Metadata(Default::default())).to_vec();
+        let mut f = frame(
+            ApiKey::Metadata,
+            12,
+            &RequestKind::Metadata(Default::default()),
+        )
+        .to_vec();
         f.truncate(f.len() - 2);
         assert!(decode_request(Bytes::from(f)).is_err());
     }

@@ -13,7 +13,10 @@ impl std::fmt::Display for FrameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FrameError::BadSize { size, max } => {
-                write!(f, "frame size {size} outside 0..={max} (socket.request.max.bytes)")
+                write!(
+                    f,
+                    "frame size {size} outside 0..={max} (socket.request.max.bytes)"
+                )
             }
         }
     }
@@ -30,7 +33,10 @@ pub struct FrameReader {
 
 impl FrameReader {
     pub fn new(max_bytes: usize) -> FrameReader {
-        FrameReader { buf: BytesMut::with_capacity(64 << 10), max_bytes }
+        FrameReader {
+            buf: BytesMut::with_capacity(64 << 10),
+            max_bytes,
+        }
     }
 
     /// Space to read into; call [`FrameReader::filled`] with how much was read.
@@ -45,7 +51,10 @@ impl FrameReader {
         }
         let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
         if size < 0 || size as usize > self.max_bytes {
-            return Err(FrameError::BadSize { size: i64::from(size), max: self.max_bytes });
+            return Err(FrameError::BadSize {
+                size: i64::from(size),
+                max: self.max_bytes,
+            });
         }
         let size = size as usize;
         if self.buf.len() < 4 + size {

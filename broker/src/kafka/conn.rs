@@ -25,7 +25,10 @@ use crate::node::Node;
 const READ_CHUNK_BYTES: usize = 64 << 10;
 
 pub async fn serve(node: Rc<Node>, mut stream: TcpStream) -> io::Result<()> {
-    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
     let _ = stream.set_nodelay(true);
     let mut reader = FrameReader::new(limits::FRAME_BYTES_MAX);
     loop {
@@ -66,7 +69,9 @@ pub async fn serve(node: Rc<Node>, mut stream: TcpStream) -> io::Result<()> {
         if !in_range {
             if api == ApiKey::ApiVersions {
                 // KIP-511: answer at v0 with the table, so the client can pick a version.
-                let body = ResponseKind::ApiVersions(api_versions::handle(ErrorCode::UnsupportedVersion.code()));
+                let body = ResponseKind::ApiVersions(api_versions::handle(
+                    ErrorCode::UnsupportedVersion.code(),
+                ));
                 write(&mut stream, api, 0, prefix.correlation_id, &body).await?;
                 continue;
             }

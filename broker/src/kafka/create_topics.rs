@@ -16,7 +16,11 @@ pub async fn handle(node: &Rc<Node>, req: CreateTopicsRequest) -> CreateTopicsRe
     for t in req.topics {
         let mut r = CreatableTopicResult::default();
         r.name = t.name.clone();
-        let partitions = if t.num_partitions == -1 { node.config().num_partitions } else { t.num_partitions };
+        let partitions = if t.num_partitions == -1 {
+            node.config().num_partitions
+        } else {
+            t.num_partitions
+        };
         r.num_partitions = partitions;
         r.replication_factor = 1;
         if !matches!(t.replication_factor, -1 | 1) {
@@ -26,15 +30,20 @@ pub async fn handle(node: &Rc<Node>, req: CreateTopicsRequest) -> CreateTopicsRe
                 t.replication_factor
             )));
         } else {
-            to_create.push((results.len(), NewTopic {
-                name: t.name.0.as_str().to_string(),
-                partitions,
-                configs: t
-                    .configs
-                    .into_iter()
-                    .filter_map(|c| Some((c.name.as_str().to_string(), c.value?.as_str().to_string())))
-                    .collect(),
-            }));
+            to_create.push((
+                results.len(),
+                NewTopic {
+                    name: t.name.0.as_str().to_string(),
+                    partitions,
+                    configs: t
+                        .configs
+                        .into_iter()
+                        .filter_map(|c| {
+                            Some((c.name.as_str().to_string(), c.value?.as_str().to_string()))
+                        })
+                        .collect(),
+                },
+            ));
         }
         results.push(r);
     }

@@ -10,7 +10,11 @@ use strand_wire::kafka::protocol::StrBytes;
 use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
-    let names: Vec<String> = req.topic_names.iter().map(|n| n.0.as_str().to_string()).collect();
+    let names: Vec<String> = req
+        .topic_names
+        .iter()
+        .map(|n| n.0.as_str().to_string())
+        .collect();
     let outcomes = node.delete_topics(names.clone()).await;
     let mut response = DeleteTopicsResponse::default();
     for (name, outcome) in names.into_iter().zip(outcomes) {

@@ -25,7 +25,11 @@ pub async fn handle(node: &Rc<Node>, req: FetchRequest) -> FetchResponse {
     let started = Instant::now();
     let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let min_bytes = req.min_bytes.max(0) as usize;
-    let response_max = if req.max_bytes > 0 { req.max_bytes as usize } else { usize::MAX };
+    let response_max = if req.max_bytes > 0 {
+        req.max_bytes as usize
+    } else {
+        usize::MAX
+    };
     let mut topics = Vec::new();
     let mut wants = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
@@ -50,15 +54,22 @@ pub async fn handle(node: &Rc<Node>, req: FetchRequest) -> FetchResponse {
     };
     let results = loop {
         // Listen before reading, so an append between the read and the wait is not missed.
-        let listeners: Vec<_> = owners.iter().map(|&s| node.shared.appended[s].listen()).collect();
+        let listeners: Vec<_> = owners
+            .iter()
+            .map(|&s| node.shared.appended[s].listen())
+            .collect();
         let results = read_all(node, &topics, &wants, response_max).await;
-        let bytes: usize = results.iter().map(|r| r.as_ref().map_or(0, |o| o.bytes)).sum();
+        let bytes: usize = results
+            .iter()
+            .map(|r| r.as_ref().map_or(0, |o| o.bytes))
+            .sum();
         let errors = results.iter().any(|r| r.is_err());
         let elapsed = started.elapsed();
         if bytes >= min_bytes || errors || elapsed >= max_wait {
             break results;
         }
-        let mut wait: Pin<Box<dyn Future<Output = ()>>> = Box::pin(glommio::timer::sleep(max_wait - elapsed));
+        let mut wait: Pin<Box<dyn Future<Output = ()>>> =
+            Box::pin(glommio::timer::sleep(max_wait - elapsed));
         for l in listeners {
             wait = Box::pin(futures_lite::future::or(wait, l));
         }
@@ -139,7 +150,12 @@ async fn read_all(
             }
             let bytes: usize = batches.iter().map(Bytes::len).sum();
             total += bytes;
-            Read { records: join(batches), bytes, log_start: read.log_start, log_end: read.log_end }
+            Read {
+                records: join(batches),
+                bytes,
+                log_start: read.log_start,
+                log_end: read.log_end,
+            }
         }));
     }
     out

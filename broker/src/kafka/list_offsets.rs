@@ -19,8 +19,10 @@ pub async fn handle(node: &Rc<Node>, req: ListOffsetsRequest) -> ListOffsetsResp
             let mut pr = ListOffsetsPartitionResponse::default();
             pr.partition_index = p.partition_index;
             pr.timestamp = -1;
-            pr.leader_epoch = 0;
-            match node.offsets((name.clone(), p.partition_index), p.timestamp).await {
+            match node
+                .offsets((name.clone(), p.partition_index), p.timestamp)
+                .await
+            {
                 Ok((offset, _, _)) => {
                     pr.offset = offset.0;
                     if p.timestamp >= 0 && offset.0 >= 0 {

@@ -41,7 +41,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 
 /// The version range we serve for `api`, if any.
 pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
-    SUPPORTED.iter().find(|(k, _, _)| *k == api).map(|&(_, lo, hi)| (lo, hi))
+    SUPPORTED
+        .iter()
+        .find(|(k, _, _)| *k == api)
+        .map(|&(_, lo, hi)| (lo, hi))
 }
 
 /// Runs one request. `None` means "send no response" (Produce with acks=0).
@@ -53,14 +56,26 @@ pub async fn handle(
     let version = header.request_api_version;
     Some(match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(0)),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(node, r, version).await),
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(metadata::handle(node, r, version).await)
+        }
         RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(node, r).await?),
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(node, r).await),
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(node, r).await),
-        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(node, r).await),
-        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(node, r).await),
-        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(node, r)),
-        RequestKind::DescribeCluster(_) => ResponseKind::DescribeCluster(describe_cluster::handle(node)),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(list_offsets::handle(node, r).await)
+        }
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(create_topics::handle(node, r).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(delete_topics::handle(node, r).await)
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(node, r))
+        }
+        RequestKind::DescribeCluster(_) => {
+            ResponseKind::DescribeCluster(describe_cluster::handle(node))
+        }
         _ => return None,
     })
 }

@@ -9,7 +9,9 @@ use std::rc::Rc;
 
 use bytes::BytesMut;
 use strand_wire::batch::peek_total_len;
-use strand_wire::kafka::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use strand_wire::kafka::messages::produce_response::{
+    PartitionProduceResponse, TopicProduceResponse,
+};
 use strand_wire::kafka::messages::{ProduceRequest, ProduceResponse};
 use strand_wire::ErrorCode;
 
@@ -29,7 +31,7 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<ProduceRespo
         let mut parts = Vec::new();
         for p in topic.partition_data {
             let outcome: LocalFuture = match (meta, p.records) {
-                _ if !matches!(acks, 0 | 1 | -1) => ready(Err(ErrorCode::InvalidRequiredAcks)),
+                _ if !(-1..=1).contains(&acks) => ready(Err(ErrorCode::InvalidRequiredAcks)),
                 (None, _) => ready(Err(ErrorCode::UnknownTopicOrPartition)),
                 (Some(m), _) if p.index < 0 || p.index >= m.partitions => {
                     ready(Err(ErrorCode::UnknownTopicOrPartition))

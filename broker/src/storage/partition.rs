@@ -289,7 +289,9 @@ impl PartitionLog {
             );
             match check {
                 SeqCheck::Accept => {}
-                SeqCheck::Duplicate { base_offset } => return Err(AppendError::Duplicate(base_offset)),
+                SeqCheck::Duplicate { base_offset } => {
+                    return Err(AppendError::Duplicate(base_offset))
+                }
                 SeqCheck::OutOfOrder { expected } => {
                     return Err(AppendError::OutOfOrderSequence { expected })
                 }
