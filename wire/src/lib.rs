@@ -12,6 +12,7 @@
 //! - [`varint`] — Kafka's zig-zag varints used inside records.
 //! - [`error`] — Kafka error codes, by their protocol names.
 //! - [`frame`] — splitting a byte stream into size-prefixed frames, without copies.
+//! - [`fetch`] — Fetch responses as socket segments: record sets pass through uncopied.
 //! - [`api`] — request decoding and response encoding with the `kafka-protocol` crate
 //!   (re-exported as [`kafka`]): generated from Kafka's own JSON schemas, so every version's
 //!   flexible fields and tagged fields match Kafka's; record sets stay `Bytes` slices.
@@ -22,6 +23,7 @@ pub mod api;
 pub mod batch;
 pub mod builder;
 pub mod error;
+pub mod fetch;
 pub mod frame;
 pub mod varint;
 

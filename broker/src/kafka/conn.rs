@@ -17,7 +17,7 @@ use strand_wire::kafka::messages::{ApiKey, ResponseKind};
 use strand_wire::ErrorCode;
 use tracing::{debug, warn};
 
-use super::{api_versions, handle, supported};
+use super::{api_versions, handle, supported, Reply};
 use crate::limits;
 use crate::node::Node;
 
@@ -86,8 +86,18 @@ pub async fn serve(node: Rc<Node>, mut stream: TcpStream) -> io::Result<()> {
             }
         };
         debug!(%peer, ?api, version, correlation_id = header.correlation_id, "request");
-        if let Some(response) = handle(&node, &header, request).await {
-            write(&mut stream, api, version, header.correlation_id, &response).await?;
+        match handle(&node, &header, request).await {
+            Some(Reply::Kind(response)) => {
+                write(&mut stream, api, version, header.correlation_id, &response).await?
+            }
+            Some(Reply::Segments(segments)) => {
+                // Record sets are slices of the log's own buffers: written as they are.
+                for s in &segments {
+                    stream.write_all(s).await?;
+                }
+                stream.flush().await?;
+            }
+            None => {}
         }
     }
 }

@@ -1,15 +1,17 @@
 //! Fetch (key 1): whole batches from each requested partition, long-polling up to
 //! `max.wait.ms` until `min.bytes` are available. Partitions on other shards are read there;
-//! the wait wakes on an append on any shard that owns one of the partitions.
+//! the wait wakes on an append on any shard that owns one of the partitions. The response is
+//! encoded by `strand_wire::fetch`, so record bytes travel from the log's buffers to the socket
+//! without a copy.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use strand_wire::kafka::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use strand_wire::kafka::messages::{FetchRequest, FetchResponse};
+use bytes::Bytes;
+use strand_wire::fetch::{encode_fetch_response, FetchPartition, FetchTopic};
+use strand_wire::kafka::messages::FetchRequest;
 
 use crate::node::{Node, ReadOutcome};
 use crate::storage::Offset;
@@ -21,7 +23,8 @@ struct Want {
     bytes_max: usize,
 }
 
-pub async fn handle(node: &Rc<Node>, req: FetchRequest) -> FetchResponse {
+/// Serves a fetch and returns the encoded response as socket segments.
+pub async fn handle(node: &Rc<Node>, req: FetchRequest, version: i16, correlation_id: i32) -> Vec<Bytes> {
     let started = Instant::now();
     let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let min_bytes = req.min_bytes.max(0) as usize;
@@ -75,27 +78,20 @@ pub async fn handle(node: &Rc<Node>, req: FetchRequest) -> FetchResponse {
         }
         wait.await;
     };
-    let mut response = FetchResponse::default();
-    let mut by_topic: Vec<FetchableTopicResponse> = topics
+    let mut by_topic: Vec<FetchTopic> = topics
         .iter()
-        .map(|name| {
-            let mut t = FetchableTopicResponse::default();
-            t.topic = name.clone();
-            t
-        })
+        .map(|name| FetchTopic { name: name.0.as_str().to_string(), partitions: Vec::new() })
         .collect();
     for (want, result) in wants.iter().zip(results) {
-        let mut pd = PartitionData::default();
-        pd.partition_index = want.partition;
-        pd.preferred_read_replica = strand_wire::kafka::messages::BrokerId(-1);
+        let mut pd = FetchPartition { index: want.partition, preferred_read_replica: -1, ..Default::default() };
         match result {
             Ok(read) => {
                 pd.high_watermark = read.log_end.0;
                 pd.last_stable_offset = read.log_end.0;
                 pd.log_start_offset = read.log_start.0;
-                pd.records = Some(read.records);
+                pd.records = read.records;
                 if req.isolation_level == 1 {
-                    pd.aborted_transactions = Some(Vec::new());
+                    pd.aborted = Some(Vec::new());
                 }
             }
             Err(code) => {
@@ -107,12 +103,11 @@ pub async fn handle(node: &Rc<Node>, req: FetchRequest) -> FetchResponse {
         }
         by_topic[want.topic_index].partitions.push(pd);
     }
-    response.responses = by_topic;
-    response
+    encode_fetch_response(version, correlation_id, 0, 0, 0, &by_topic)
 }
 
 struct Read {
-    records: Bytes,
+    records: Vec<Bytes>,
     bytes: usize,
     log_start: Offset,
     log_end: Offset,
@@ -151,7 +146,7 @@ async fn read_all(
             let bytes: usize = batches.iter().map(Bytes::len).sum();
             total += bytes;
             Read {
-                records: join(batches),
+                records: batches,
                 bytes,
                 log_start: read.log_start,
                 log_end: read.log_end,
@@ -159,21 +154,4 @@ async fn read_all(
         }));
     }
     out
-}
-
-/// One `Bytes` for the record set. A single batch (or a disk read, which is one allocation)
-/// goes out as is; several cache entries are joined, which copies — the price of the codec
-/// taking one buffer per partition.
-fn join(batches: Vec<Bytes>) -> Bytes {
-    match batches.len() {
-        0 => Bytes::new(),
-        1 => batches.into_iter().next().unwrap_or_default(),
-        _ => {
-            let mut out = BytesMut::with_capacity(batches.iter().map(Bytes::len).sum());
-            for b in batches {
-                out.extend_from_slice(&b);
-            }
-            out.freeze()
-        }
-    }
 }

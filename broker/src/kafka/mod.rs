@@ -47,20 +47,27 @@ pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
         .map(|&(_, lo, hi)| (lo, hi))
 }
 
+/// What to send back for a request.
+pub enum Reply {
+    /// A response for the generated codec to encode.
+    Kind(ResponseKind),
+    /// An already encoded response (size prefix included), as segments to write in order:
+    /// Fetch, whose record sets go to the socket without being copied.
+    Segments(Vec<bytes::Bytes>),
+}
+
 /// Runs one request. `None` means "send no response" (Produce with acks=0).
-pub async fn handle(
-    node: &Rc<Node>,
-    header: &RequestHeader,
-    request: RequestKind,
-) -> Option<ResponseKind> {
+pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKind) -> Option<Reply> {
     let version = header.request_api_version;
-    Some(match request {
+    if let RequestKind::Fetch(r) = request {
+        return Some(Reply::Segments(fetch::handle(node, r, version, header.correlation_id).await));
+    }
+    Some(Reply::Kind(match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(0)),
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(metadata::handle(node, r, version).await)
         }
         RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(node, r).await?),
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(node, r).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(node, r).await)
         }
@@ -77,7 +84,7 @@ pub async fn handle(
             ResponseKind::DescribeCluster(describe_cluster::handle(node))
         }
         _ => return None,
-    })
+    }))
 }
 
 /// Host and port clients should connect to (the listen address).
