@@ -45,3 +45,8 @@ pub const DEFAULT_PARTITIONS: i32 = 1;
 /// How often a long-polling fetch re-checks partitions owned by other shards. Local partitions
 /// wake the fetch at once through their append event.
 pub const FETCH_POLL_MS: u64 = 1;
+
+/// Bytes at the end of a partition's log read at start-up to rebuild idempotent-producer state
+/// (the last five batches of each producer). Bounded so opening a partition stays fast; a
+/// producer whose last batches are older is treated as new.
+pub const PRODUCER_STATE_REBUILD_BYTES: u64 = 32 << 20;

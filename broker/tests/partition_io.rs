@@ -354,3 +354,53 @@ fn an_empty_segment_left_by_an_interrupted_roll_is_dropped() {
         );
     });
 }
+
+#[test]
+fn idempotent_producer_state_survives_reopen() {
+    use strand_broker::storage::AppendError;
+    use strand_wire::builder::BatchBuilder;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let batch = |seq: i32| {
+        let mut b = BatchBuilder::new(0).producer(42, 3, seq);
+        b.push(None, b"a", 0);
+        b.push(None, b"b", 0);
+        b.finish()
+    };
+    run(move || async move {
+        {
+            let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+                .await
+                .expect("open");
+            for seq in [0, 2, 4] {
+                log.append_durable(bytes::BytesMut::from(&batch(seq)[..]), 0)
+                    .await
+                    .expect("append");
+            }
+            match log.append(bytes::BytesMut::from(&batch(2)[..]), 0).await {
+                Err(AppendError::Duplicate(o)) => assert_eq!(o, Offset(2)),
+                other => panic!("expected a duplicate, got {other:?}"),
+            }
+            assert!(matches!(
+                log.append(bytes::BytesMut::from(&batch(9)[..]), 0).await,
+                Err(AppendError::OutOfOrderSequence { expected: 6 })
+            ));
+        }
+        let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+            .await
+            .expect("reopen");
+        match log.append(bytes::BytesMut::from(&batch(4)[..]), 0).await {
+            Err(AppendError::Duplicate(o)) => {
+                assert_eq!(o, Offset(4), "duplicate found after restart")
+            }
+            other => panic!("expected a duplicate after reopen, got {other:?}"),
+        }
+        assert_eq!(
+            log.append(bytes::BytesMut::from(&batch(6)[..]), 0)
+                .await
+                .expect("next")
+                .base_offset,
+            Offset(6)
+        );
+    });
+}

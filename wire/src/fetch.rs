@@ -96,7 +96,10 @@ pub fn encode_fetch_response(
 ) -> Vec<Bytes> {
     debug_assert!((VERSIONS.0..=VERSIONS.1).contains(&version));
     let flexible = version >= 12;
-    let mut out = Out { segments: Vec::new(), buf: BytesMut::with_capacity(512) };
+    let mut out = Out {
+        segments: Vec::new(),
+        buf: BytesMut::with_capacity(512),
+    };
     let b = &mut out.buf;
     b.put_i32(0); // size, patched below
     b.put_i32(correlation_id);
@@ -170,8 +173,12 @@ pub fn encode_fetch_response(
 mod tests {
     use super::*;
     use crate::api::encode_response;
-    use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse, PartitionData};
-    use kafka_protocol::messages::{ApiKey, BrokerId, FetchResponse, ProducerId, ResponseKind, TopicName};
+    use kafka_protocol::messages::fetch_response::{
+        AbortedTransaction, FetchableTopicResponse, PartitionData,
+    };
+    use kafka_protocol::messages::{
+        ApiKey, BrokerId, FetchResponse, ProducerId, ResponseKind, TopicName,
+    };
     use kafka_protocol::protocol::StrBytes;
 
     fn sample(big: bool) -> (Vec<FetchTopic>, FetchResponse) {
@@ -202,7 +209,10 @@ mod tests {
                     },
                 ],
             },
-            FetchTopic { name: "t2".into(), partitions: vec![] },
+            FetchTopic {
+                name: "t2".into(),
+                partitions: vec![],
+            },
         ];
         let mut joined = small.to_vec();
         joined.extend_from_slice(&large);
@@ -243,11 +253,15 @@ mod tests {
             for v in VERSIONS.0..=VERSIONS.1 {
                 let segs = encode_fetch_response(v, 42, 0, 0, 0, &ours);
                 let got: Vec<u8> = segs.iter().flat_map(|s| s.iter().copied()).collect();
-                let want = encode_response(ApiKey::Fetch, v, 42, &ResponseKind::Fetch(theirs.clone()))
-                    .expect("encode");
+                let want =
+                    encode_response(ApiKey::Fetch, v, 42, &ResponseKind::Fetch(theirs.clone()))
+                        .expect("encode");
                 assert_eq!(got, want.to_vec(), "version {v}, big {big}");
                 if big {
-                    assert!(segs.iter().any(|s| s.len() == 40_000), "large record set not zero-copy");
+                    assert!(
+                        segs.iter().any(|s| s.len() == 40_000),
+                        "large record set not zero-copy"
+                    );
                 }
             }
         }

@@ -24,7 +24,12 @@ struct Want {
 }
 
 /// Serves a fetch and returns the encoded response as socket segments.
-pub async fn handle(node: &Rc<Node>, req: FetchRequest, version: i16, correlation_id: i32) -> Vec<Bytes> {
+pub async fn handle(
+    node: &Rc<Node>,
+    req: FetchRequest,
+    version: i16,
+    correlation_id: i32,
+) -> Vec<Bytes> {
     let started = Instant::now();
     let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let min_bytes = req.min_bytes.max(0) as usize;
@@ -80,10 +85,17 @@ pub async fn handle(node: &Rc<Node>, req: FetchRequest, version: i16, correlatio
     };
     let mut by_topic: Vec<FetchTopic> = topics
         .iter()
-        .map(|name| FetchTopic { name: name.0.as_str().to_string(), partitions: Vec::new() })
+        .map(|name| FetchTopic {
+            name: name.0.as_str().to_string(),
+            partitions: Vec::new(),
+        })
         .collect();
     for (want, result) in wants.iter().zip(results) {
-        let mut pd = FetchPartition { index: want.partition, preferred_read_replica: -1, ..Default::default() };
+        let mut pd = FetchPartition {
+            index: want.partition,
+            preferred_read_replica: -1,
+            ..Default::default()
+        };
         match result {
             Ok(read) => {
                 pd.high_watermark = read.log_end.0;

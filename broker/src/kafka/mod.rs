@@ -57,10 +57,16 @@ pub enum Reply {
 }
 
 /// Runs one request. `None` means "send no response" (Produce with acks=0).
-pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKind) -> Option<Reply> {
+pub async fn handle(
+    node: &Rc<Node>,
+    header: &RequestHeader,
+    request: RequestKind,
+) -> Option<Reply> {
     let version = header.request_api_version;
     if let RequestKind::Fetch(r) = request {
-        return Some(Reply::Segments(fetch::handle(node, r, version, header.correlation_id).await));
+        return Some(Reply::Segments(
+            fetch::handle(node, r, version, header.correlation_id).await,
+        ));
     }
     Some(Reply::Kind(match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(0)),

@@ -65,6 +65,14 @@ impl OffsetIndex {
     }
 
     /// File bytes; `next_offset` (one past the segment's last offset) rides in the header.
+    /// The last entry at or before byte `position` (positions grow with offsets).
+    pub fn floor_position(&self, position: u64) -> Option<OffsetEntry> {
+        let i = self
+            .entries
+            .partition_point(|e| u64::from(e.position) <= position);
+        i.checked_sub(1).map(|i| self.entries[i])
+    }
+
     pub fn encode(&self, segment_bytes: u64, next_offset: Offset) -> Vec<u8> {
         let mut body = Vec::with_capacity(self.entries.len() * 8);
         for e in &self.entries {

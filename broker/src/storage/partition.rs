@@ -211,8 +211,51 @@ impl PartitionLog {
                 appended: Event::new(),
             }),
         };
+        partition.rebuild_producers().await?;
         partition.spawn_flusher();
         Ok((partition, recovered.report))
+    }
+
+    /// Rebuilds idempotent-producer state from the newest batches of the log (the last
+    /// `PRODUCER_STATE_REBUILD_BYTES` of the active segment), so a producer that retries after
+    /// a restart gets its duplicate recognised. Producers older than that window are treated
+    /// as new (accepted), as Kafka does once their state has expired.
+    async fn rebuild_producers(&self) -> io::Result<()> {
+        let (mut next, end) = {
+            let st = self.inner.state.borrow();
+            let active = st.log.active();
+            let from = active
+                .size_bytes
+                .saturating_sub(limits::PRODUCER_STATE_REBUILD_BYTES);
+            (
+                active.offset_at_or_before(from).max(st.log.log_start()),
+                st.log.log_end(),
+            )
+        };
+        let mut states = ProducerStates::default();
+        while next < end {
+            let out = match self.read(next, limits::READ_BYTES_MAX as usize).await {
+                Ok(out) if !out.batches.is_empty() => out,
+                Ok(_) => break,
+                Err(ReadError::OutOfRange { .. }) => break,
+                Err(ReadError::Io(e)) => return Err(e),
+            };
+            for b in &out.batches {
+                let h = batch::BatchHeader::parse(b).map_err(io::Error::other)?;
+                if h.producer_id >= 0 && !h.is_control() {
+                    states.record(
+                        h.producer_id,
+                        h.producer_epoch,
+                        h.base_sequence,
+                        h.records_count,
+                        Offset(h.base_offset),
+                    );
+                }
+                next = Offset(h.last_offset() + 1);
+            }
+        }
+        self.inner.state.borrow_mut().producers = states;
+        Ok(())
     }
 
     pub fn dir(&self) -> &Path {

@@ -118,6 +118,15 @@ impl SegmentState {
             .map_or(0, |e| u64::from(e.position))
     }
 
+    /// An offset whose batch starts at or before byte `position` (from the sparse index).
+    pub fn offset_at_or_before(&self, position: u64) -> Offset {
+        self.offset_index
+            .floor_position(position)
+            .map_or(self.base, |e| {
+                Offset(self.base.0 + i64::from(e.relative_offset))
+            })
+    }
+
     /// The offset from which to scan for the first batch with a timestamp `>= timestamp_ms`.
     pub fn time_offset_floor(&self, timestamp_ms: i64) -> Offset {
         match self.time_index.floor_before(timestamp_ms) {
