@@ -10,7 +10,16 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use strand_wire::ErrorCode;
+
 use crate::storage::LogConfig;
+
+fn unknown(topic: &str) -> (ErrorCode, String) {
+    (
+        ErrorCode::UnknownTopicOrPartition,
+        format!("topic {topic} does not exist"),
+    )
+}
 
 pub const CATALOG_FILE: &str = "topics.toml";
 
@@ -107,6 +116,34 @@ impl TopicMeta {
         c
     }
 
+    /// Every topic config with its effective value, and whether the topic overrides it.
+    pub fn effective_configs(&self, defaults: &LogConfig) -> Vec<(&'static str, String, bool)> {
+        let c = self.log_config(defaults);
+        let default_of = |k: &str| -> String {
+            match k {
+                "cleanup.policy" => "delete".into(),
+                "retention.ms" => c.retention_ms.to_string(),
+                "retention.bytes" => c.retention_bytes.to_string(),
+                "segment.bytes" => c.segment_bytes.to_string(),
+                "segment.ms" => c.segment_ms.to_string(),
+                "flush.ms" => c.flush_ms.to_string(),
+                "flush.bytes" => c.flush_bytes.to_string(),
+                "min.insync.replicas" => "1".into(),
+                "max.message.bytes" => "1048588".into(),
+                "write.caching" => "false".into(),
+                "index.interval.bytes" => c.index_interval_bytes.to_string(),
+                _ => String::new(),
+            }
+        };
+        TOPIC_CONFIGS
+            .iter()
+            .map(|&k| match self.configs.get(k) {
+                Some(v) => (k, v.clone(), true),
+                None => (k, default_of(k), false),
+            })
+            .collect()
+    }
+
     /// Redpanda's `write.caching`: `false` (default) fsyncs before acknowledging `acks=all`.
     pub fn write_caching(&self) -> bool {
         self.configs
@@ -123,7 +160,123 @@ impl TopicMeta {
     }
 }
 
+/// A change to the catalog, as the controller receives it.
+#[derive(Clone, Debug)]
+pub enum CatalogOp {
+    Create(Vec<NewTopic>),
+    Delete(Vec<String>),
+    /// Per topic: (config name, operation, value). Operations are Kafka's
+    /// IncrementalAlterConfigs ones: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
+    AlterConfigs(Vec<(String, Vec<(String, i8, Option<String>)>)>),
+    /// Per topic: the new total partition count.
+    CreatePartitions(Vec<(String, i32)>),
+}
+
+/// A topic to create: name, partitions, configs.
+#[derive(Clone, Debug)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// Per item of an op: Ok, or a Kafka error code and a message for the client.
+pub type OpResult = Result<(), (ErrorCode, String)>;
+
 impl Catalog {
+    /// Applies `op` (sans-IO); returns one result per item. Items that fail change nothing.
+    pub fn apply(&mut self, op: &CatalogOp) -> Vec<OpResult> {
+        match op {
+            CatalogOp::Create(topics) => topics.iter().map(|t| self.create(t)).collect(),
+            CatalogOp::Delete(names) => names
+                .iter()
+                .map(|n| match self.topics.remove(n) {
+                    Some(_) => Ok(()),
+                    None => Err(unknown(n)),
+                })
+                .collect(),
+            CatalogOp::AlterConfigs(changes) => changes
+                .iter()
+                .map(|(topic, ops)| self.alter(topic, ops))
+                .collect(),
+            CatalogOp::CreatePartitions(counts) => counts
+                .iter()
+                .map(|(topic, count)| {
+                    let t = self.topics.get_mut(topic).ok_or_else(|| unknown(topic))?;
+                    if *count <= t.partitions {
+                        return Err((
+                            ErrorCode::InvalidPartitions,
+                            format!(
+                                "topic {topic} has {} partitions; the count can only grow",
+                                t.partitions
+                            ),
+                        ));
+                    }
+                    if *count > crate::limits::PARTITIONS_PER_TOPIC_MAX {
+                        return Err((
+                            ErrorCode::InvalidPartitions,
+                            format!("{count} partitions is too many"),
+                        ));
+                    }
+                    t.partitions = *count;
+                    Ok(())
+                })
+                .collect(),
+        }
+    }
+
+    fn create(&mut self, t: &NewTopic) -> OpResult {
+        validate_topic_name(&t.name).map_err(|m| (ErrorCode::InvalidTopicException, m))?;
+        if self.topics.contains_key(&t.name) {
+            return Err((
+                ErrorCode::TopicAlreadyExists,
+                format!("topic {} already exists", t.name),
+            ));
+        }
+        if t.partitions < 1 || t.partitions > crate::limits::PARTITIONS_PER_TOPIC_MAX {
+            return Err((
+                ErrorCode::InvalidPartitions,
+                format!("{} partitions is out of range", t.partitions),
+            ));
+        }
+        for (k, v) in &t.configs {
+            validate_config(k, v).map_err(|m| (ErrorCode::InvalidConfig, m))?;
+        }
+        let meta = TopicMeta {
+            id: uuid::Uuid::new_v4().to_string(),
+            partitions: t.partitions,
+            configs: t.configs.clone(),
+        };
+        self.topics.insert(t.name.clone(), meta);
+        Ok(())
+    }
+
+    fn alter(&mut self, topic: &str, ops: &[(String, i8, Option<String>)]) -> OpResult {
+        let t = self.topics.get(topic).ok_or_else(|| unknown(topic))?;
+        let mut configs = t.configs.clone();
+        for (name, op, value) in ops {
+            match (op, value) {
+                (0, Some(v)) => {
+                    validate_config(name, v).map_err(|m| (ErrorCode::InvalidConfig, m))?;
+                    configs.insert(name.clone(), v.clone());
+                }
+                (1, _) => {
+                    configs.remove(name);
+                }
+                _ => {
+                    return Err((
+                        ErrorCode::InvalidConfig,
+                        format!("operation {op} on {name} is not supported (SET and DELETE are)"),
+                    ))
+                }
+            }
+        }
+        if let Some(t) = self.topics.get_mut(topic) {
+            t.configs = configs;
+        }
+        Ok(())
+    }
+
     pub fn load(data_dir: &Path) -> io::Result<Catalog> {
         match std::fs::read_to_string(data_dir.join(CATALOG_FILE)) {
             Ok(text) => toml::from_str(&text).map_err(|e| {
@@ -160,6 +313,50 @@ mod tests {
         assert!(validate_config("retention.ms", "1000").is_ok());
         assert!(validate_config("retention.ms", "soon").is_err());
         assert!(validate_config("nope", "1").is_err());
+    }
+
+    #[test]
+    fn ops_apply_and_refuse_as_kafka_does() {
+        let mut c = Catalog::default();
+        let new = |name: &str, p| NewTopic {
+            name: name.into(),
+            partitions: p,
+            configs: Default::default(),
+        };
+        let r = c.apply(&CatalogOp::Create(vec![
+            new("a", 2),
+            new("a", 2),
+            new("bad name", 1),
+            new("z", 0),
+        ]));
+        assert!(r[0].is_ok());
+        assert_eq!(r[1].as_ref().unwrap_err().0, ErrorCode::TopicAlreadyExists);
+        assert_eq!(
+            r[2].as_ref().unwrap_err().0,
+            ErrorCode::InvalidTopicException
+        );
+        assert_eq!(r[3].as_ref().unwrap_err().0, ErrorCode::InvalidPartitions);
+        let set = vec![(
+            "a".to_string(),
+            vec![("retention.ms".to_string(), 0i8, Some("10".to_string()))],
+        )];
+        assert!(c.apply(&CatalogOp::AlterConfigs(set))[0].is_ok());
+        assert_eq!(c.topics["a"].configs["retention.ms"], "10");
+        let bad = vec![(
+            "a".to_string(),
+            vec![("retention.ms".to_string(), 0i8, Some("x".to_string()))],
+        )];
+        assert_eq!(
+            c.apply(&CatalogOp::AlterConfigs(bad))[0]
+                .as_ref()
+                .unwrap_err()
+                .0,
+            ErrorCode::InvalidConfig
+        );
+        assert!(c.apply(&CatalogOp::CreatePartitions(vec![("a".into(), 4)]))[0].is_ok());
+        assert!(c.apply(&CatalogOp::CreatePartitions(vec![("a".into(), 3)]))[0].is_err());
+        assert!(c.apply(&CatalogOp::Delete(vec!["a".into(), "a".into()]))[1].is_err());
+        assert!(c.topics.is_empty());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! catalog and pushes the new snapshot to every shard before answering.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -21,7 +21,7 @@ use glommio::sync::Semaphore;
 use strand_wire::ErrorCode;
 use tracing::{info, warn};
 
-use crate::catalog::{validate_config, validate_topic_name, Catalog, TopicMeta};
+use crate::catalog::{Catalog, CatalogOp};
 use crate::config::BrokerConfig;
 use crate::shard::shard_for;
 use crate::storage::{AppendError, Offset, PartitionLog, ReadError, ReadOut, StorageOptions};
@@ -34,15 +34,16 @@ pub type ProduceOutcome = Result<(Offset, Offset), ErrorCode>;
 pub type ReadOutcome = Result<ReadOut, ErrorCode>;
 /// (offset, log start, log end) for a ListOffsets lookup; offset -1 when none.
 pub type OffsetsOutcome = Result<(Offset, Offset, Offset), ErrorCode>;
-/// Per topic: Ok or (error code, message).
-pub type AdminOutcome = Vec<Result<(), (ErrorCode, String)>>;
+/// Per item: Ok or (error code, message).
+pub type AdminOutcome = Vec<crate::catalog::OpResult>;
 
-/// A topic to create: name, partitions, configs.
-#[derive(Clone, Debug)]
-pub struct NewTopic {
-    pub name: String,
-    pub partitions: i32,
-    pub configs: BTreeMap<String, String>,
+fn op_len(op: &CatalogOp) -> usize {
+    match op {
+        CatalogOp::Create(v) => v.len(),
+        CatalogOp::Delete(v) => v.len(),
+        CatalogOp::AlterConfigs(v) => v.len(),
+        CatalogOp::CreatePartitions(v) => v.len(),
+    }
 }
 
 /// Work sent to the shard that owns it.
@@ -69,15 +70,10 @@ pub enum ShardMsg {
         catalog: Arc<Catalog>,
         reply: oneshot::Sender<()>,
     },
-    /// To the controller (shard 0).
-    CreateTopics {
-        topics: Vec<NewTopic>,
+    /// A catalog change, to the controller (shard 0).
+    Catalog {
+        op: CatalogOp,
         validate_only: bool,
-        reply: oneshot::Sender<AdminOutcome>,
-    },
-    /// To the controller (shard 0).
-    DeleteTopics {
-        names: Vec<String>,
         reply: oneshot::Sender<AdminOutcome>,
     },
 }
@@ -212,15 +208,12 @@ impl Node {
                 self.apply_catalog(catalog).await;
                 let _ = reply.send(());
             }
-            ShardMsg::CreateTopics {
-                topics,
+            ShardMsg::Catalog {
+                op,
                 validate_only,
                 reply,
             } => {
-                let _ = reply.send(self.controller_create(topics, validate_only).await);
-            }
-            ShardMsg::DeleteTopics { names, reply } => {
-                let _ = reply.send(self.controller_delete(names).await);
+                let _ = reply.send(self.controller(op, validate_only).await);
             }
         }
     }
@@ -344,17 +337,17 @@ impl Node {
         Ok((offset, start, end))
     }
 
-    /// Creates topics through the controller.
-    pub async fn create_topics(&self, topics: Vec<NewTopic>, validate_only: bool) -> AdminOutcome {
+    /// Changes the catalog through the controller (shard 0); one result per item.
+    pub async fn change_catalog(&self, op: CatalogOp, validate_only: bool) -> AdminOutcome {
         if self.shard == 0 {
-            return self.controller_create(topics, validate_only).await;
+            return self.controller(op, validate_only).await;
         }
-        let n = topics.len();
+        let n = op_len(&op);
         let (reply, rx) = oneshot::channel();
         self.send(
             0,
-            ShardMsg::CreateTopics {
-                topics,
+            ShardMsg::Catalog {
+                op,
                 validate_only,
                 reply,
             },
@@ -364,88 +357,24 @@ impl Node {
         })
     }
 
-    pub async fn delete_topics(&self, names: Vec<String>) -> AdminOutcome {
-        if self.shard == 0 {
-            return self.controller_delete(names).await;
-        }
-        let n = names.len();
-        let (reply, rx) = oneshot::channel();
-        self.send(0, ShardMsg::DeleteTopics { names, reply });
-        rx.await.unwrap_or_else(|_| {
-            vec![Err((ErrorCode::UnknownServerError, "controller gone".into())); n]
-        })
-    }
-
-    async fn controller_create(&self, topics: Vec<NewTopic>, validate_only: bool) -> AdminOutcome {
+    async fn controller(&self, op: CatalogOp, validate_only: bool) -> AdminOutcome {
         let _permit = self.controller.acquire_permit(1).await;
         let mut next = (*self.catalog()).clone();
-        let mut results = Vec::with_capacity(topics.len());
-        for t in topics {
-            let check = validate_topic_name(&t.name)
-                .map_err(|m| (ErrorCode::InvalidTopicException, m))
-                .and_then(|()| {
-                    if next.topics.contains_key(&t.name) {
-                        return Err((
-                            ErrorCode::TopicAlreadyExists,
-                            format!("topic {} already exists", t.name),
-                        ));
-                    }
-                    if t.partitions < 1 || t.partitions > crate::limits::PARTITIONS_PER_TOPIC_MAX {
-                        return Err((
-                            ErrorCode::InvalidPartitions,
-                            format!("{} partitions is out of range", t.partitions),
-                        ));
-                    }
-                    for (k, v) in &t.configs {
-                        validate_config(k, v).map_err(|m| (ErrorCode::InvalidConfig, m))?;
-                    }
-                    Ok(())
-                });
-            if check.is_ok() && !validate_only {
-                let meta = TopicMeta {
-                    id: uuid::Uuid::new_v4().to_string(),
-                    partitions: t.partitions,
-                    configs: t.configs,
-                };
-                info!(topic = %t.name, partitions = meta.partitions, "creating topic");
-                next.topics.insert(t.name, meta);
-            }
-            results.push(check);
+        let results = next.apply(&op);
+        if validate_only || !results.iter().any(Result::is_ok) {
+            return results;
         }
-        if !validate_only && results.iter().any(Result::is_ok) {
-            if let Err(e) = self.publish(next).await {
+        info!(?op, "catalog change");
+        match self.publish(next).await {
+            Ok(()) => results,
+            Err(e) => {
                 warn!(error = %e, "could not persist the catalog");
-                return results
+                results
                     .into_iter()
                     .map(|_| Err((ErrorCode::KafkaStorageError, e.to_string())))
-                    .collect();
+                    .collect()
             }
         }
-        results
-    }
-
-    async fn controller_delete(&self, names: Vec<String>) -> AdminOutcome {
-        let _permit = self.controller.acquire_permit(1).await;
-        let mut next = (*self.catalog()).clone();
-        let results: AdminOutcome = names
-            .iter()
-            .map(|n| match next.topics.remove(n) {
-                Some(_) => {
-                    info!(topic = %n, "deleting topic");
-                    Ok(())
-                }
-                None => Err((
-                    ErrorCode::UnknownTopicOrPartition,
-                    format!("topic {n} does not exist"),
-                )),
-            })
-            .collect();
-        if results.iter().any(Result::is_ok) {
-            if let Err(e) = self.publish(next).await {
-                warn!(error = %e, "could not persist the catalog");
-            }
-        }
-        results
     }
 
     /// Persists `next` and applies it on every shard before returning.
@@ -505,6 +434,11 @@ impl Node {
                 .await
             {
                 warn!(topic = %tp.0, partition = tp.1, error = %e, "could not delete partition files");
+            }
+        }
+        for (tp, log) in self.partitions.borrow().iter() {
+            if let Some(meta) = catalog.topics.get(&tp.0) {
+                log.set_config(meta.log_config(&config.log));
             }
         }
         for (name, meta) in &catalog.topics {

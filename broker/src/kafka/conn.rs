@@ -87,17 +87,21 @@ pub async fn serve(node: Rc<Node>, mut stream: TcpStream) -> io::Result<()> {
         };
         debug!(%peer, ?api, version, correlation_id = header.correlation_id, "request");
         match handle(&node, &header, request).await {
-            Some(Reply::Kind(response)) => {
+            Reply::Kind(response) => {
                 write(&mut stream, api, version, header.correlation_id, &response).await?
             }
-            Some(Reply::Segments(segments)) => {
+            Reply::Segments(segments) => {
                 // Record sets are slices of the log's own buffers: written as they are.
                 for s in &segments {
                     stream.write_all(s).await?;
                 }
                 stream.flush().await?;
             }
-            None => {}
+            Reply::Nothing => {}
+            Reply::Unhandled => {
+                tracing::error!(%peer, ?api, version, "API in the supported table has no handler; closing connection");
+                return Ok(());
+            }
         }
     }
 }

@@ -8,7 +8,8 @@ use strand_wire::kafka::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use strand_wire::kafka::protocol::StrBytes;
 use strand_wire::ErrorCode;
 
-use crate::node::{NewTopic, Node};
+use crate::catalog::{CatalogOp, NewTopic};
+use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut results: Vec<CreatableTopicResult> = Vec::new();
@@ -48,7 +49,9 @@ pub async fn handle(node: &Rc<Node>, req: CreateTopicsRequest) -> CreateTopicsRe
         results.push(r);
     }
     let (indexes, topics): (Vec<usize>, Vec<NewTopic>) = to_create.into_iter().unzip();
-    let outcomes = node.create_topics(topics, req.validate_only).await;
+    let outcomes = node
+        .change_catalog(CatalogOp::Create(topics), req.validate_only)
+        .await;
     let catalog = node.catalog();
     for (i, outcome) in indexes.into_iter().zip(outcomes) {
         let r = &mut results[i];

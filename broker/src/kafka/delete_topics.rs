@@ -7,6 +7,7 @@ use strand_wire::kafka::messages::delete_topics_response::DeletableTopicResult;
 use strand_wire::kafka::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use strand_wire::kafka::protocol::StrBytes;
 
+use crate::catalog::CatalogOp;
 use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
@@ -15,7 +16,9 @@ pub async fn handle(node: &Rc<Node>, req: DeleteTopicsRequest) -> DeleteTopicsRe
         .iter()
         .map(|n| n.0.as_str().to_string())
         .collect();
-    let outcomes = node.delete_topics(names.clone()).await;
+    let outcomes = node
+        .change_catalog(CatalogOp::Delete(names.clone()), false)
+        .await;
     let mut response = DeleteTopicsResponse::default();
     for (name, outcome) in names.into_iter().zip(outcomes) {
         let mut r = DeletableTopicResult::default();

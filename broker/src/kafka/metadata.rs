@@ -11,7 +11,8 @@ use strand_wire::kafka::protocol::StrBytes;
 use strand_wire::ErrorCode;
 
 use super::{advertised, NODE_ID};
-use crate::node::{NewTopic, Node};
+use crate::catalog::{CatalogOp, NewTopic};
+use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> MetadataResponse {
     // v0 sends an empty list to mean "all topics"; v1+ sends null for that.
@@ -36,7 +37,7 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
             })
             .collect();
         if allow_create && node.config().auto_create_topics && !missing.is_empty() {
-            node.create_topics(missing, false).await;
+            node.change_catalog(CatalogOp::Create(missing), false).await;
         }
     }
     let catalog = node.catalog();

@@ -4,15 +4,19 @@
 //! - [`conn`] — a client connection: frames in, one request at a time (as Kafka does per
 //!   connection), responses out in order.
 //! - one module per API: [`api_versions`], [`metadata`], [`produce`], [`fetch`],
-//!   [`list_offsets`], [`create_topics`], [`delete_topics`], [`init_producer_id`],
+//!   [`list_offsets`], [`create_topics`], [`delete_topics`], [`create_partitions`],
+//!   [`describe_configs`], [`incremental_alter_configs`], [`init_producer_id`],
 //!   [`describe_cluster`].
 
 pub mod api_versions;
 pub mod conn;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
 pub mod describe_cluster;
+pub mod describe_configs;
 pub mod fetch;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
@@ -37,6 +41,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 5),
     (ApiKey::InitProducerId, 0, 4),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::CreatePartitions, 0, 3),
 ];
 
 /// The version range we serve for `api`, if any.
@@ -54,26 +61,27 @@ pub enum Reply {
     /// An already encoded response (size prefix included), as segments to write in order:
     /// Fetch, whose record sets go to the socket without being copied.
     Segments(Vec<bytes::Bytes>),
+    /// Nothing goes back (Produce with acks=0).
+    Nothing,
+    /// A request the table admits but no handler serves: a bug; the connection is closed.
+    Unhandled,
 }
 
-/// Runs one request. `None` means "send no response" (Produce with acks=0).
-pub async fn handle(
-    node: &Rc<Node>,
-    header: &RequestHeader,
-    request: RequestKind,
-) -> Option<Reply> {
+/// Runs one request.
+pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKind) -> Reply {
     let version = header.request_api_version;
-    if let RequestKind::Fetch(r) = request {
-        return Some(Reply::Segments(
-            fetch::handle(node, r, version, header.correlation_id).await,
-        ));
-    }
-    Some(Reply::Kind(match request {
+    let kind = match request {
+        RequestKind::Fetch(r) => {
+            return Reply::Segments(fetch::handle(node, r, version, header.correlation_id).await)
+        }
+        RequestKind::Produce(r) => match produce::handle(node, r).await {
+            Some(r) => ResponseKind::Produce(r),
+            None => return Reply::Nothing,
+        },
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(0)),
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(metadata::handle(node, r, version).await)
         }
-        RequestKind::Produce(r) => ResponseKind::Produce(produce::handle(node, r).await?),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(node, r).await)
         }
@@ -83,14 +91,24 @@ pub async fn handle(
         RequestKind::DeleteTopics(r) => {
             ResponseKind::DeleteTopics(delete_topics::handle(node, r).await)
         }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(create_partitions::handle(node, r).await)
+        }
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(describe_configs::handle(node, r).await)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(node, r).await)
+        }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(node, r))
         }
         RequestKind::DescribeCluster(_) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(node))
         }
-        _ => return None,
-    }))
+        _ => return Reply::Unhandled,
+    };
+    Reply::Kind(kind)
 }
 
 /// Host and port clients should connect to (the listen address).
@@ -104,3 +122,19 @@ pub fn advertised(node: &Node) -> (String, i32) {
 
 /// Broker id of this (single) node.
 pub const NODE_ID: i32 = 0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_supported_version_is_one_the_codec_knows() {
+        for &(api, lo, hi) in SUPPORTED {
+            let range = api.valid_versions();
+            assert!(
+                range.min <= lo && hi <= range.max,
+                "{api:?} {lo}..={hi} vs {range:?}"
+            );
+        }
+    }
+}

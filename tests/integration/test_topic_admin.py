@@ -1,0 +1,47 @@
+"""Topic administration with confluent-kafka's AdminClient: create, describe and alter configs,
+add partitions, delete — with Kafka's config names and error codes."""
+import uuid
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                   NewPartitions, NewTopic, ResourceType)
+
+
+def test_topic_admin_round_trip(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = f"adm-{uuid.uuid4().hex[:8]}"
+    fs = admin.create_topics([NewTopic(topic, 2, 1, config={"retention.ms": "60000"})])
+    fs[topic].result(10)
+
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([res])[res].result(10)
+    assert configs["retention.ms"].value == "60000"
+    assert not configs["retention.ms"].is_default
+    assert configs["cleanup.policy"].value == "delete"
+
+    alter = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
+    admin.incremental_alter_configs([alter])[alter].result(10)
+    configs = admin.describe_configs([res])[res].result(10)
+    assert configs["retention.bytes"].value == "1048576"
+    assert configs["retention.ms"].is_default
+
+    bad = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match="retention.ms must be an integer"):
+        admin.incremental_alter_configs([bad])[bad].result(10)
+
+    admin.create_partitions([NewPartitions(topic, 5)])[topic].result(10)
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 5
+    with pytest.raises(KafkaException):
+        admin.create_partitions([NewPartitions(topic, 3)])[topic].result(10)
+
+    with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS"):
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+    with pytest.raises(KafkaException, match="REPLICATION_FACTOR"):
+        admin.create_topics([NewTopic(topic + "x", 1, 3)])[topic + "x"].result(10)
+
+    admin.delete_topics([topic])[topic].result(10)
+    assert topic not in admin.list_topics(timeout=10).topics
