@@ -1,0 +1,39 @@
+"""The Java client (kafka-clients 4.x) and Kafka's own ProducerPerformance tool, from Maven
+Central, against strand."""
+import glob
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LIBS = os.environ.get("STRAND_JAVA_LIBS", os.path.join(ROOT, "target", "java-libs"))
+CP = os.path.join(LIBS, "*")
+
+needs_java = pytest.mark.skipif(
+    shutil.which("java") is None or not glob.glob(os.path.join(LIBS, "kafka-clients-*.jar")),
+    reason="java or the Kafka jars (scripts/test fetches them with Maven) are missing")
+
+
+@needs_java
+def test_java_client(broker):
+    r = subprocess.run(["java", "-cp", CP, os.path.join(ROOT, "tests", "java", "JavaClientCheck.java"),
+                        broker.bootstrap], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "java client: OK 1000 records" in r.stdout
+
+
+@needs_java
+@pytest.mark.parametrize("acks", ["1", "-1"])
+def test_kafka_producer_performance_tool(broker, acks):
+    r = subprocess.run(["java", "-cp", CP, "org.apache.kafka.tools.ProducerPerformance",
+                        "--topic", f"perf-acks{acks}", "--num-records", "50000", "--record-size", "1024",
+                        "--throughput", "-1", "--producer-props", f"bootstrap.servers={broker.bootstrap}",
+                        f"acks={acks}"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    final = [l for l in r.stdout.splitlines() if l.startswith("50000 records sent")]
+    assert final, r.stdout[-3000:]
+    assert re.search(r"records/sec .* 99th", final[0])
+    assert "Exception" not in r.stdout + r.stderr
