@@ -160,6 +160,9 @@ impl TopicMeta {
     }
 }
 
+/// One config change: (name, operation, value).
+pub type ConfigChange = (String, i8, Option<String>);
+
 /// A change to the catalog, as the controller receives it.
 #[derive(Clone, Debug)]
 pub enum CatalogOp {
@@ -167,7 +170,7 @@ pub enum CatalogOp {
     Delete(Vec<String>),
     /// Per topic: (config name, operation, value). Operations are Kafka's
     /// IncrementalAlterConfigs ones: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
-    AlterConfigs(Vec<(String, Vec<(String, i8, Option<String>)>)>),
+    AlterConfigs(Vec<(String, Vec<ConfigChange>)>),
     /// Per topic: the new total partition count.
     CreatePartitions(Vec<(String, i32)>),
 }
@@ -251,7 +254,7 @@ impl Catalog {
         Ok(())
     }
 
-    fn alter(&mut self, topic: &str, ops: &[(String, i8, Option<String>)]) -> OpResult {
+    fn alter(&mut self, topic: &str, ops: &[ConfigChange]) -> OpResult {
         let t = self.topics.get(topic).ok_or_else(|| unknown(topic))?;
         let mut configs = t.configs.clone();
         for (name, op, value) in ops {

@@ -56,8 +56,8 @@ pub fn supported(api: ApiKey) -> Option<(i16, i16)> {
 
 /// What to send back for a request.
 pub enum Reply {
-    /// A response for the generated codec to encode.
-    Kind(ResponseKind),
+    /// A response for the generated codec to encode (boxed: responses are large structs).
+    Kind(Box<ResponseKind>),
     /// An already encoded response (size prefix included), as segments to write in order:
     /// Fetch, whose record sets go to the socket without being copied.
     Segments(Vec<bytes::Bytes>),
@@ -108,7 +108,7 @@ pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKin
         }
         _ => return Reply::Unhandled,
     };
-    Reply::Kind(kind)
+    Reply::Kind(Box::new(kind))
 }
 
 /// Host and port clients should connect to (the listen address).
