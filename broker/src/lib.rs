@@ -4,7 +4,13 @@
 //! - [`config`] — `BrokerConfig`: defaults, TOML file (Kafka's `log.*` names), validation.
 //! - [`limits`] — every bound the broker enforces, with the reason for each.
 //! - [`shard`] — pinned glommio executors and the partition -> shard ownership hash.
-//! - [`server`] — data directory, per-shard listener and partitions, retention timer.
+//! - [`server`] — data directory, per-shard start-up, listener, retention timer.
+//! - [`node`] — one shard's partitions and catalog snapshot, and the messages between shards;
+//!   shard 0 is the controller for catalog changes.
+//! - [`catalog`] — topics, partition counts, configs; `Catalog::apply` (sans-IO) and the file.
+//! - [`kafka`] — the Kafka front end: `conn` (a connection) and one module per API, with the
+//!   table of supported versions.
+//! - [`producer_state`] — idempotent-producer sequence checks (sans-IO).
 //! - [`testkit`] — batches and settings shared by the crash-test child and its test.
 //! - [`storage`] — the partition log: sans-IO state (`log`, `segment`, `index`, `scan`,
 //!   `cache`) and its I/O (`dma`, `recovery`, `partition`).
