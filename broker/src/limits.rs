@@ -50,3 +50,8 @@ pub const FETCH_POLL_MS: u64 = 1;
 /// (the last five batches of each producer). Bounded so opening a partition stays fast; a
 /// producer whose last batches are older is treated as new.
 pub const PRODUCER_STATE_REBUILD_BYTES: u64 = 32 << 20;
+
+/// Requests one connection may have between "read" and "reply written" (Kafka clients send
+/// at most 5 produce requests in flight; the rest is headroom for pipelined metadata).
+/// Bounds the memory a single connection can pin in the reply queue.
+pub const IN_FLIGHT_REQUESTS_PER_CONNECTION: usize = 16;

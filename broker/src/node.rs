@@ -9,7 +9,9 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -48,11 +50,14 @@ fn op_len(op: &CatalogOp) -> usize {
 
 /// Work sent to the shard that owns it.
 pub enum ShardMsg {
+    /// Append, signal `appended` (the ordering point), then answer `done` once the batch is
+    /// as durable as asked.
     Produce {
         tp: TopicPartition,
         batch: BytesMut,
         durable: bool,
-        reply: oneshot::Sender<ProduceOutcome>,
+        appended: oneshot::Sender<()>,
+        done: oneshot::Sender<ProduceOutcome>,
     },
     Read {
         tp: TopicPartition,
@@ -117,17 +122,11 @@ pub struct Node {
     controller: Semaphore,
 }
 
-fn from_append(e: AppendError) -> ProduceOutcome {
-    match e {
-        // Kafka answers a duplicate with the original offset and no error.
-        AppendError::Duplicate(offset) => Ok((offset, Offset(-1))),
-        e => {
-            if matches!(e, AppendError::Io(_)) {
-                warn!(error = %e, "append failed");
-            }
-            Err(e.error_code())
-        }
-    }
+/// What a produce resolves to once the batch is as durable as asked.
+pub type Completion = Pin<Box<dyn Future<Output = ProduceOutcome>>>;
+
+fn ready(outcome: ProduceOutcome) -> Completion {
+    Box::pin(std::future::ready(outcome))
 }
 
 impl Node {
@@ -185,9 +184,12 @@ impl Node {
                 tp,
                 batch,
                 durable,
-                reply,
+                appended,
+                done,
             } => {
-                let _ = reply.send(self.produce_local(&tp, batch, durable).await);
+                let completion = self.produce_local(&tp, batch, durable).await;
+                let _ = appended.send(());
+                let _ = done.send(completion.await);
             }
             ShardMsg::Read {
                 tp,
@@ -218,28 +220,30 @@ impl Node {
         }
     }
 
-    /// Appends a batch to `tp` on whichever shard owns it.
-    pub async fn produce(
-        &self,
-        tp: TopicPartition,
-        batch: BytesMut,
-        durable: bool,
-    ) -> ProduceOutcome {
+    /// Appends a batch to `tp` on whichever shard owns it. Returns once the batch is in the
+    /// log (so a later append from the same connection lands after it), with a future that
+    /// resolves when the batch is as durable as asked (`durable`: fdatasynced).
+    pub async fn produce(&self, tp: TopicPartition, batch: BytesMut, durable: bool) -> Completion {
         let owner = self.owner(&tp);
         if owner == self.shard {
             return self.produce_local(&tp, batch, durable).await;
         }
-        let (reply, rx) = oneshot::channel();
+        let (appended, appended_rx) = oneshot::channel();
+        let (done, done_rx) = oneshot::channel();
         self.send(
             owner,
             ShardMsg::Produce {
                 tp,
                 batch,
                 durable,
-                reply,
+                appended,
+                done,
             },
         );
-        rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+        if appended_rx.await.is_err() {
+            return ready(Err(ErrorCode::NotLeaderOrFollower));
+        }
+        Box::pin(async move { done_rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower)) })
     }
 
     async fn produce_local(
@@ -247,21 +251,33 @@ impl Node {
         tp: &TopicPartition,
         batch: BytesMut,
         durable: bool,
-    ) -> ProduceOutcome {
+    ) -> Completion {
         let Some(log) = self.local(tp) else {
-            return Err(ErrorCode::UnknownTopicOrPartition);
+            return ready(Err(ErrorCode::UnknownTopicOrPartition));
         };
-        let now = crate::server::now_ms();
-        let result = if durable {
-            log.append_durable(batch, now).await
-        } else {
-            log.append(batch, now).await
-        };
+        let result = log.append(batch, crate::server::now_ms()).await;
         self.shared.appended[self.shard].notify(usize::MAX);
-        match result {
-            Ok(meta) => Ok((meta.base_offset, log.log_start())),
-            Err(e) => from_append(e).map(|(o, _)| (o, log.log_start())),
+        let (base, next) = match result {
+            Ok(meta) => (meta.base_offset, meta.last_offset.next()),
+            // Kafka answers a duplicate with the original offset and no error.
+            Err(AppendError::Duplicate(offset)) => (offset, offset.next()),
+            Err(e) => {
+                if matches!(e, AppendError::Io(_)) {
+                    warn!(topic = %tp.0, partition = tp.1, error = %e, "append failed");
+                }
+                return ready(Err(e.error_code()));
+            }
+        };
+        let start = log.log_start();
+        if !durable {
+            return ready(Ok((base, start)));
         }
+        Box::pin(async move {
+            match log.sync_to(next).await {
+                Ok(()) => Ok((base, start)),
+                Err(_) => Err(ErrorCode::KafkaStorageError),
+            }
+        })
     }
 
     pub async fn read(&self, tp: TopicPartition, offset: Offset, bytes_max: usize) -> ReadOutcome {

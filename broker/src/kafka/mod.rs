@@ -22,6 +22,8 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
 use strand_wire::kafka::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
@@ -67,48 +69,65 @@ pub enum Reply {
     Unhandled,
 }
 
-/// Runs one request.
-pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKind) -> Reply {
+/// The second half of a request: resolves to its reply. Produce returns one that waits for
+/// durability; everything else is ready at once.
+pub type PendingReply = Pin<Box<dyn Future<Output = Reply>>>;
+
+fn done(reply: Reply) -> PendingReply {
+    Box::pin(std::future::ready(reply))
+}
+
+/// Runs one request up to its ordering point (for Produce: the appends) and returns the rest.
+/// The connection starts the next request as soon as this returns, and writes replies in
+/// request order.
+pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKind) -> PendingReply {
     let version = header.request_api_version;
-    let kind = match request {
-        RequestKind::Fetch(r) => {
-            return Reply::Segments(fetch::handle(node, r, version, header.correlation_id).await)
-        }
-        RequestKind::Produce(r) => match produce::handle(node, r).await {
-            Some(r) => ResponseKind::Produce(r),
-            None => return Reply::Nothing,
-        },
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(0)),
-        RequestKind::Metadata(r) => {
-            ResponseKind::Metadata(metadata::handle(node, r, version).await)
-        }
-        RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(list_offsets::handle(node, r).await)
-        }
-        RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(create_topics::handle(node, r).await)
-        }
-        RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(delete_topics::handle(node, r).await)
-        }
-        RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(create_partitions::handle(node, r).await)
-        }
-        RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(describe_configs::handle(node, r).await)
-        }
-        RequestKind::IncrementalAlterConfigs(r) => {
-            ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(node, r).await)
-        }
-        RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(node, r))
-        }
-        RequestKind::DescribeCluster(_) => {
-            ResponseKind::DescribeCluster(describe_cluster::handle(node))
-        }
-        _ => return Reply::Unhandled,
-    };
-    Reply::Kind(Box::new(kind))
+    let kind =
+        match request {
+            RequestKind::Fetch(r) => {
+                return done(Reply::Segments(
+                    fetch::handle(node, r, version, header.correlation_id).await,
+                ))
+            }
+            RequestKind::Produce(r) => {
+                return match produce::handle(node, r).await {
+                    Some(pending) => Box::pin(async move {
+                        Reply::Kind(Box::new(ResponseKind::Produce(pending.await)))
+                    }),
+                    None => done(Reply::Nothing),
+                }
+            }
+            RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(0)),
+            RequestKind::Metadata(r) => {
+                ResponseKind::Metadata(metadata::handle(node, r, version).await)
+            }
+            RequestKind::ListOffsets(r) => {
+                ResponseKind::ListOffsets(list_offsets::handle(node, r).await)
+            }
+            RequestKind::CreateTopics(r) => {
+                ResponseKind::CreateTopics(create_topics::handle(node, r).await)
+            }
+            RequestKind::DeleteTopics(r) => {
+                ResponseKind::DeleteTopics(delete_topics::handle(node, r).await)
+            }
+            RequestKind::CreatePartitions(r) => {
+                ResponseKind::CreatePartitions(create_partitions::handle(node, r).await)
+            }
+            RequestKind::DescribeConfigs(r) => {
+                ResponseKind::DescribeConfigs(describe_configs::handle(node, r).await)
+            }
+            RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+                incremental_alter_configs::handle(node, r).await,
+            ),
+            RequestKind::InitProducerId(r) => {
+                ResponseKind::InitProducerId(init_producer_id::handle(node, r))
+            }
+            RequestKind::DescribeCluster(_) => {
+                ResponseKind::DescribeCluster(describe_cluster::handle(node))
+            }
+            _ => return done(Reply::Unhandled),
+        };
+    done(Reply::Kind(Box::new(kind)))
 }
 
 /// Host and port clients should connect to (the listen address).

@@ -15,34 +15,44 @@ use strand_wire::kafka::messages::produce_response::{
 use strand_wire::kafka::messages::{ProduceRequest, ProduceResponse};
 use strand_wire::ErrorCode;
 
-use crate::node::{Node, ProduceOutcome};
+use std::future::Future;
+use std::pin::Pin;
 
-type LocalFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ProduceOutcome>>>;
+use crate::node::{Completion, Node, ProduceOutcome};
 
-pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<ProduceResponse> {
+/// The produce response, once every partition's batch is as durable as asked.
+pub type Pending = Pin<Box<dyn Future<Output = ProduceResponse>>>;
+
+/// Appends every partition's batch (returning only once all are in their logs, so the next
+/// request on this connection appends after them), then hands back a future for the response,
+/// which waits for durability. `None` for `acks=0`: nothing is sent back.
+pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
     let acks = req.acks;
     let catalog = node.catalog();
-    // Send every partition's batch first, then collect: partitions on other shards append in
+    // Start every partition's append, then wait for all: partitions on other shards append in
     // parallel with ours.
-    let mut pending = Vec::new();
+    let mut started = Vec::new();
     for topic in req.topic_data {
         let name = topic.name.0.as_str().to_string();
         let meta = catalog.topics.get(&name);
         let mut parts = Vec::new();
         for p in topic.partition_data {
-            let outcome: LocalFuture = match (meta, p.records) {
-                _ if !(-1..=1).contains(&acks) => ready(Err(ErrorCode::InvalidRequiredAcks)),
-                (None, _) => ready(Err(ErrorCode::UnknownTopicOrPartition)),
+            let refuse = |code: ErrorCode| -> glommio::Task<Completion> {
+                glommio::spawn_local(async move { ready(Err(code)) })
+            };
+            let task = match (meta, p.records) {
+                _ if !(-1..=1).contains(&acks) => refuse(ErrorCode::InvalidRequiredAcks),
+                (None, _) => refuse(ErrorCode::UnknownTopicOrPartition),
                 (Some(m), _) if p.index < 0 || p.index >= m.partitions => {
-                    ready(Err(ErrorCode::UnknownTopicOrPartition))
+                    refuse(ErrorCode::UnknownTopicOrPartition)
                 }
-                (_, None) => ready(Err(ErrorCode::InvalidRecord)),
+                (_, None) => refuse(ErrorCode::InvalidRecord),
                 (Some(m), Some(records)) => {
                     if records.len() > m.max_message_bytes() {
-                        ready(Err(ErrorCode::MessageTooLarge))
+                        refuse(ErrorCode::MessageTooLarge)
                     } else if peek_total_len(&records) != Some(records.len()) {
                         // v3+ carries exactly one batch per partition.
-                        ready(Err(ErrorCode::InvalidRecord))
+                        refuse(ErrorCode::InvalidRecord)
                     } else {
                         let durable = acks == -1 && !m.write_caching();
                         // One copy out of the request frame: the log patches the base offset in
@@ -50,39 +60,52 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<ProduceRespo
                         let batch = BytesMut::from(&records[..]);
                         let node = Rc::clone(node);
                         let tp = (name.clone(), p.index);
-                        Box::pin(async move { node.produce(tp, batch, durable).await })
+                        glommio::spawn_local(async move { node.produce(tp, batch, durable).await })
                     }
                 }
             };
-            parts.push((p.index, glommio::spawn_local(outcome)));
+            parts.push((p.index, task));
         }
-        pending.push((topic.name, parts));
+        started.push((topic.name, parts));
     }
-    let mut response = ProduceResponse::default();
-    for (name, parts) in pending {
-        let mut t = TopicProduceResponse::default();
-        t.name = name;
+    let mut appended = Vec::new();
+    for (name, parts) in started {
+        let mut done = Vec::new();
         for (index, task) in parts {
-            let mut pr = PartitionProduceResponse::default();
-            pr.index = index;
-            match task.await {
-                Ok((base, log_start)) => {
-                    pr.base_offset = base.0;
-                    pr.log_start_offset = log_start.0;
-                }
-                Err(code) => {
-                    pr.error_code = code.code();
-                    pr.base_offset = -1;
-                }
-            }
-            pr.log_append_time_ms = -1;
-            t.partition_responses.push(pr);
+            done.push((index, task.await));
         }
-        response.responses.push(t);
+        appended.push((name, done));
     }
-    (acks != 0).then_some(response)
+    if acks == 0 {
+        return None;
+    }
+    Some(Box::pin(async move {
+        let mut response = ProduceResponse::default();
+        for (name, parts) in appended {
+            let mut t = TopicProduceResponse::default();
+            t.name = name;
+            for (index, completion) in parts {
+                let mut pr = PartitionProduceResponse::default();
+                pr.index = index;
+                match completion.await {
+                    Ok((base, log_start)) => {
+                        pr.base_offset = base.0;
+                        pr.log_start_offset = log_start.0;
+                    }
+                    Err(code) => {
+                        pr.error_code = code.code();
+                        pr.base_offset = -1;
+                    }
+                }
+                pr.log_append_time_ms = -1;
+                t.partition_responses.push(pr);
+            }
+            response.responses.push(t);
+        }
+        response
+    }))
 }
 
-fn ready(o: ProduceOutcome) -> LocalFuture {
-    Box::pin(async move { o })
+fn ready(o: ProduceOutcome) -> Completion {
+    Box::pin(std::future::ready(o))
 }
