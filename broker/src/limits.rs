@@ -55,3 +55,9 @@ pub const PRODUCER_STATE_REBUILD_BYTES: u64 = 32 << 20;
 /// at most 5 produce requests in flight; the rest is headroom for pipelined metadata).
 /// Bounds the memory a single connection can pin in the reply queue.
 pub const IN_FLIGHT_REQUESTS_PER_CONNECTION: usize = 16;
+
+/// Produce bytes a shard holds between reading them off a socket and having them in a log
+/// (copied out of request frames, queued behind an append or in a cross-shard channel).
+/// Connections that would go over it wait: backpressure reaches the clients through TCP
+/// instead of the broker running out of memory. 256 MiB covers ~100 ms at disk speed.
+pub const SHARD_PRODUCE_MEMORY_BYTES: usize = 256 << 20;

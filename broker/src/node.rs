@@ -34,8 +34,9 @@ pub type TopicPartition = (String, i32);
 pub type ProduceOutcome = Result<(Offset, Offset), ErrorCode>;
 /// Result of a read on one partition.
 pub type ReadOutcome = Result<ReadOut, ErrorCode>;
-/// (offset, log start, log end) for a ListOffsets lookup; offset -1 when none.
-pub type OffsetsOutcome = Result<(Offset, Offset, Offset), ErrorCode>;
+/// (offset, timestamp) for a ListOffsets lookup; offset -1 when none, timestamp -1 unless
+/// looked up by time.
+pub type OffsetsOutcome = Result<(Offset, i64), ErrorCode>;
 /// Per item: Ok or (error code, message).
 pub type AdminOutcome = Vec<crate::catalog::OpResult>;
 
@@ -120,6 +121,8 @@ pub struct Node {
     partitions: RefCell<HashMap<TopicPartition, PartitionLog>>,
     /// Serialises catalog changes on the controller.
     controller: Semaphore,
+    /// Produce memory budget of this shard, in KiB units (`limits::SHARD_PRODUCE_MEMORY_BYTES`).
+    pub produce_memory: Rc<Semaphore>,
 }
 
 /// What a produce resolves to once the batch is as durable as asked.
@@ -137,6 +140,9 @@ impl Node {
             catalog: RefCell::new(Arc::new(Catalog::default())),
             partitions: RefCell::new(HashMap::new()),
             controller: Semaphore::new(1),
+            produce_memory: Rc::new(Semaphore::new(
+                (crate::limits::SHARD_PRODUCE_MEMORY_BYTES >> 10) as u64,
+            )),
         })
     }
 
@@ -340,17 +346,15 @@ impl Node {
         let Some(log) = self.local(tp) else {
             return Err(ErrorCode::UnknownTopicOrPartition);
         };
-        let (start, end) = (log.log_start(), log.log_end());
-        let offset = match timestamp_ms {
-            -2 => start,
-            -1 | -3 => end,
+        match timestamp_ms {
+            -2 => Ok((log.log_start(), -1)),
+            -1 | -3 => Ok((log.log_end(), -1)),
             ts => match log.offset_for_time(ts).await {
-                Ok(Some(o)) => o,
-                Ok(None) => Offset(-1),
-                Err(_) => return Err(ErrorCode::KafkaStorageError),
+                Ok(Some(found)) => Ok(found),
+                Ok(None) => Ok((Offset(-1), -1)),
+                Err(_) => Err(ErrorCode::KafkaStorageError),
             },
-        };
-        Ok((offset, start, end))
+        }
     }
 
     /// Changes the catalog through the controller (shard 0); one result per item.

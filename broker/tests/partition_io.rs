@@ -130,10 +130,13 @@ fn offset_for_time_finds_the_first_newer_batch() {
             .expect("append");
         }
         log.flush().await.expect("flush");
-        assert_eq!(log.offset_for_time(0).await.expect("t"), Some(Offset(0)));
+        assert_eq!(
+            log.offset_for_time(0).await.expect("t"),
+            Some((Offset(0), 10_000))
+        );
         assert_eq!(
             log.offset_for_time(10_505).await.expect("t"),
-            Some(Offset(102))
+            Some((Offset(102), 10_510))
         );
         assert_eq!(log.offset_for_time(99_999).await.expect("t"), None);
     });

@@ -32,6 +32,7 @@ def test_admin_produce_consume_delete(broker):
     assert c.beginning_offsets(parts) == {tp: 0 for tp in parts}
     found = c.offsets_for_times({parts[0]: 0})
     assert found[parts[0]].offset == 0
+    assert found[parts[0]].timestamp > 1_600_000_000_000, "the batch's timestamp, not the query's"
     c.close()
     admin.delete_topics([topic])
     assert topic not in admin.list_topics()

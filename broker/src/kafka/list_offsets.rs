@@ -23,11 +23,9 @@ pub async fn handle(node: &Rc<Node>, req: ListOffsetsRequest) -> ListOffsetsResp
                 .offsets((name.clone(), p.partition_index), p.timestamp)
                 .await
             {
-                Ok((offset, _, _)) => {
+                Ok((offset, timestamp)) => {
                     pr.offset = offset.0;
-                    if p.timestamp >= 0 && offset.0 >= 0 {
-                        pr.timestamp = p.timestamp;
-                    }
+                    pr.timestamp = timestamp;
                 }
                 Err(code) => {
                     pr.error_code = code.code();

@@ -18,6 +18,7 @@ use strand_wire::ErrorCode;
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::limits;
 use crate::node::{Completion, Node, ProduceOutcome};
 
 /// The produce response, once every partition's batch is as durable as asked.
@@ -58,12 +59,21 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
                         refuse(ErrorCode::InvalidRecord)
                     } else {
                         let durable = acks == -1 && !m.write_caching();
-                        // One copy out of the request frame: the log patches the base offset in
-                        // place and keeps these bytes as its cache entry.
+                        // Memory budget first (backpressure), then one copy out of the request
+                        // frame: the log patches the base offset in place and keeps these bytes
+                        // as its cache entry.
+                        let budget = node.produce_memory.clone();
+                        let kib = (records.len() as u64 >> 10)
+                            .clamp(1, (limits::SHARD_PRODUCE_MEMORY_BYTES >> 10) as u64);
+                        let permit = budget.acquire_static_permit(kib).await;
                         let batch = BytesMut::from(&records[..]);
                         let node = Rc::clone(node);
                         let tp = (name.clone(), p.index);
-                        glommio::spawn_local(async move { node.produce(tp, batch, durable).await })
+                        glommio::spawn_local(async move {
+                            let completion = node.produce(tp, batch, durable).await;
+                            drop(permit);
+                            completion
+                        })
                     }
                 }
             };

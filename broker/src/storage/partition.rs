@@ -587,9 +587,12 @@ impl PartitionLog {
         Ok(out)
     }
 
-    /// The offset of the first batch with `maxTimestamp >= timestamp_ms` (ListOffsets by
-    /// time, at batch granularity), or `None` if there is none.
-    pub async fn offset_for_time(&self, timestamp_ms: i64) -> Result<Option<Offset>, ReadError> {
+    /// The offset and `maxTimestamp` of the first batch with `maxTimestamp >= timestamp_ms`
+    /// (ListOffsets by time, at batch granularity), or `None` if there is none.
+    pub async fn offset_for_time(
+        &self,
+        timestamp_ms: i64,
+    ) -> Result<Option<(Offset, i64)>, ReadError> {
         let Some(mut cursor) = self.inner.state.borrow().log.locate_time(timestamp_ms) else {
             return Ok(None);
         };
@@ -602,7 +605,10 @@ impl PartitionLog {
                 let h =
                     batch::BatchHeader::parse(b).map_err(|e| ReadError::Io(io::Error::other(e)))?;
                 if h.max_timestamp_ms >= timestamp_ms {
-                    return Ok(Some(Offset(h.base_offset.max(cursor.0))));
+                    return Ok(Some((
+                        Offset(h.base_offset.max(cursor.0)),
+                        h.max_timestamp_ms,
+                    )));
                 }
                 cursor = Offset(h.last_offset() + 1);
             }
