@@ -10,6 +10,9 @@
 //! - [`catalog`] — topics, partition counts, configs; `Catalog::apply` (sans-IO) and the file.
 //! - [`kafka`] — the Kafka front end: `conn` (a connection) and one module per API, with the
 //!   table of supported versions.
+//! - [`group`] — the consumer-group coordinator, classic protocol (sans-IO).
+//! - [`group_service`] — groups on the node: routing to the coordinating shard, offsets in
+//!   `__consumer_offsets`, timeouts.
 //! - [`producer_state`] — idempotent-producer sequence checks (sans-IO).
 //! - [`testkit`] — batches and settings shared by the crash-test child and its test.
 //! - [`storage`] — the partition log: sans-IO state (`log`, `segment`, `index`, `scan`,
@@ -22,6 +25,8 @@
 
 pub mod catalog;
 pub mod config;
+pub mod group;
+pub mod group_service;
 pub mod kafka;
 pub mod limits;
 pub mod node;

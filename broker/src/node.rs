@@ -76,6 +76,11 @@ pub enum ShardMsg {
         catalog: Arc<Catalog>,
         reply: oneshot::Sender<()>,
     },
+    /// A consumer-group request, to the group's coordinating shard.
+    Group {
+        req: crate::group_service::GroupRequest,
+        reply: oneshot::Sender<crate::group_service::GroupResponse>,
+    },
     /// A catalog change, to the controller (shard 0).
     Catalog {
         op: CatalogOp,
@@ -121,6 +126,8 @@ pub struct Node {
     partitions: RefCell<HashMap<TopicPartition, PartitionLog>>,
     /// Serialises catalog changes on the controller.
     controller: Semaphore,
+    /// Consumer groups coordinated by this shard.
+    pub(crate) groups: RefCell<crate::group_service::Groups>,
     /// Produce memory budget of this shard, in KiB units (`limits::SHARD_PRODUCE_MEMORY_BYTES`).
     pub produce_memory: Rc<Semaphore>,
 }
@@ -140,6 +147,7 @@ impl Node {
             catalog: RefCell::new(Arc::new(Catalog::default())),
             partitions: RefCell::new(HashMap::new()),
             controller: Semaphore::new(1),
+            groups: RefCell::new(Default::default()),
             produce_memory: Rc::new(Semaphore::new(
                 (crate::limits::SHARD_PRODUCE_MEMORY_BYTES >> 10) as u64,
             )),
@@ -164,6 +172,14 @@ impl Node {
 
     pub fn local_partitions(&self) -> Vec<PartitionLog> {
         self.partitions.borrow().values().cloned().collect()
+    }
+
+    pub(crate) fn local_partition(&self, tp: &TopicPartition) -> Option<PartitionLog> {
+        self.local(tp)
+    }
+
+    pub(crate) fn send_to(&self, shard: usize, msg: ShardMsg) {
+        self.send(shard, msg)
     }
 
     fn local(&self, tp: &TopicPartition) -> Option<PartitionLog> {
@@ -222,6 +238,9 @@ impl Node {
                 reply,
             } => {
                 let _ = reply.send(self.controller(op, validate_only).await);
+            }
+            ShardMsg::Group { req, reply } => {
+                let _ = reply.send(self.group_local(req).await);
             }
         }
     }
@@ -479,7 +498,11 @@ impl Node {
                         if report.scanned > 0 || report.segments > 0 {
                             info!(shard = self.shard, topic = %name, partition = p, end = %log.log_end(), ?report, "partition opened");
                         }
-                        self.partitions.borrow_mut().insert(tp, log);
+                        let offsets_topic = tp.0 == crate::group_service::OFFSETS_TOPIC;
+                        self.partitions.borrow_mut().insert(tp, log.clone());
+                        if offsets_topic {
+                            self.replay_offsets(&log).await;
+                        }
                     }
                     Err(e) => {
                         warn!(topic = %name, partition = p, error = %e, "cannot open partition")

@@ -17,8 +17,9 @@ use futures_channel::mpsc;
 use glommio::net::TcpListener;
 use tracing::{debug, info, warn};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, CatalogOp, NewTopic};
 use crate::config::BrokerConfig;
+use crate::group_service::{OFFSETS_PARTITIONS, OFFSETS_TOPIC};
 use crate::kafka::conn;
 use crate::limits;
 use crate::node::{Mesh, Node, NodeShared, ShardMsg};
@@ -107,6 +108,16 @@ async fn shard_main(
         .await?;
     node.apply_catalog(Arc::new(catalog)).await;
     glommio::spawn_local(Rc::clone(&node).run_inbox(inbox)).detach();
+    node.spawn_group_ticker();
+    if id == 0 && !node.catalog().topics.contains_key(OFFSETS_TOPIC) {
+        let topic = NewTopic {
+            name: OFFSETS_TOPIC.to_string(),
+            partitions: OFFSETS_PARTITIONS,
+            configs: Default::default(),
+        };
+        node.change_catalog(CatalogOp::Create(vec![topic]), false)
+            .await;
+    }
     spawn_retention(Rc::clone(&node), shared.config.retention_check_interval_ms);
 
     let listen = shared.config.listen.clone();

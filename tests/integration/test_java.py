@@ -37,3 +37,20 @@ def test_kafka_producer_performance_tool(broker, acks):
     assert final, r.stdout[-3000:]
     assert re.search(r"records/sec .* 99th", final[0])
     assert "Exception" not in r.stdout + r.stderr
+
+
+@needs_java
+def test_kafka_consumer_performance_tool(broker):
+    topic = "perf-consume"
+    r = subprocess.run(["java", "-cp", CP, "org.apache.kafka.tools.ProducerPerformance",
+                        "--topic", topic, "--num-records", "20000", "--record-size", "1024",
+                        "--throughput", "-1", "--producer-props", f"bootstrap.servers={broker.bootstrap}"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = subprocess.run(["java", "-cp", CP, "org.apache.kafka.tools.ConsumerPerformance",
+                        "--bootstrap-server", broker.bootstrap, "--topic", topic, "--messages", "20000",
+                        "--timeout", "60000"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = [l for l in r.stdout.splitlines() if l and l[0].isdigit()]
+    assert rows, r.stdout
+    assert rows[-1].split(",")[4].strip() == "20000", rows[-1]

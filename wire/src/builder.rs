@@ -117,3 +117,72 @@ pub fn filler_batch(records: usize, record_bytes: usize, timestamp_ms: i64, seed
     }
     b.finish()
 }
+
+/// The keys and values of an uncompressed batch's records (UTF-8, lossy), for internal topics
+/// Strand writes itself. Stops at the first malformed record.
+pub fn plain_records(batch: &[u8]) -> Vec<(String, String)> {
+    use crate::varint::get_varlong;
+    let mut out = Vec::new();
+    let Ok(h) = crate::BatchHeader::parse(batch) else {
+        return out;
+    };
+    if h.attributes & 0x7 != 0 || batch.len() < HEADER_BYTES {
+        return out;
+    }
+    let mut rest = &batch[HEADER_BYTES..];
+    let next = |rest: &mut &[u8]| -> Option<i64> {
+        let (v, n) = get_varlong(rest)?;
+        *rest = &rest[n..];
+        Some(v)
+    };
+    for _ in 0..h.records_count.max(0) {
+        let parsed = (|| {
+            let len = usize::try_from(next(&mut rest)?).ok()?;
+            let mut rec = rest.get(..len)?;
+            rest = &rest[len..];
+            rec = rec.get(1..)?; // attributes
+            next(&mut rec)?; // timestamp delta
+            next(&mut rec)?; // offset delta
+            let klen = next(&mut rec)?;
+            let key = if klen < 0 {
+                String::new()
+            } else {
+                let k = rec.get(..klen as usize)?;
+                rec = &rec[klen as usize..];
+                String::from_utf8_lossy(k).into_owned()
+            };
+            let vlen = next(&mut rec)?;
+            let value = if vlen < 0 {
+                String::new()
+            } else {
+                String::from_utf8_lossy(rec.get(..vlen as usize)?).into_owned()
+            };
+            Some((key, value))
+        })();
+        match parsed {
+            Some(kv) => out.push(kv),
+            None => break,
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_records_read_back_what_was_built() {
+        let mut b = BatchBuilder::new(5);
+        b.push(Some(b"k1"), b"v1", 0);
+        b.push(None, b"v2", 1);
+        let batch = b.finish();
+        assert_eq!(
+            plain_records(&batch),
+            vec![
+                ("k1".to_string(), "v1".to_string()),
+                (String::new(), "v2".to_string())
+            ]
+        );
+    }
+}

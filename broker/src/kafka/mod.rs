@@ -15,12 +15,21 @@ pub mod create_topics;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -46,6 +55,15 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 8),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DescribeGroups, 0, 5),
 ];
 
 /// The version range we serve for `api`, if any.
@@ -82,51 +100,84 @@ fn done(reply: Reply) -> PendingReply {
 /// request order.
 pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKind) -> PendingReply {
     let version = header.request_api_version;
-    let kind =
-        match request {
-            RequestKind::Fetch(r) => {
-                return done(Reply::Segments(
-                    fetch::handle(node, r, version, header.correlation_id).await,
-                ))
-            }
-            RequestKind::Produce(r) => {
-                return match produce::handle(node, r).await {
-                    Some(pending) => Box::pin(async move {
-                        Reply::Kind(Box::new(ResponseKind::Produce(pending.await)))
-                    }),
-                    None => done(Reply::Nothing),
+    let kind = match request {
+        RequestKind::Fetch(r) => {
+            return done(Reply::Segments(
+                fetch::handle(node, r, version, header.correlation_id).await,
+            ))
+        }
+        RequestKind::Produce(r) => {
+            return match produce::handle(node, r).await {
+                Some(pending) => {
+                    Box::pin(
+                        async move { Reply::Kind(Box::new(ResponseKind::Produce(pending.await))) },
+                    )
                 }
+                None => done(Reply::Nothing),
             }
-            RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(0)),
-            RequestKind::Metadata(r) => {
-                ResponseKind::Metadata(metadata::handle(node, r, version).await)
-            }
-            RequestKind::ListOffsets(r) => {
-                ResponseKind::ListOffsets(list_offsets::handle(node, r).await)
-            }
-            RequestKind::CreateTopics(r) => {
-                ResponseKind::CreateTopics(create_topics::handle(node, r).await)
-            }
-            RequestKind::DeleteTopics(r) => {
-                ResponseKind::DeleteTopics(delete_topics::handle(node, r).await)
-            }
-            RequestKind::CreatePartitions(r) => {
-                ResponseKind::CreatePartitions(create_partitions::handle(node, r).await)
-            }
-            RequestKind::DescribeConfigs(r) => {
-                ResponseKind::DescribeConfigs(describe_configs::handle(node, r).await)
-            }
-            RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
-                incremental_alter_configs::handle(node, r).await,
-            ),
-            RequestKind::InitProducerId(r) => {
-                ResponseKind::InitProducerId(init_producer_id::handle(node, r))
-            }
-            RequestKind::DescribeCluster(_) => {
-                ResponseKind::DescribeCluster(describe_cluster::handle(node))
-            }
-            _ => return done(Reply::Unhandled),
-        };
+        }
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(0)),
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(metadata::handle(node, r, version).await)
+        }
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(list_offsets::handle(node, r).await)
+        }
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(create_topics::handle(node, r).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(delete_topics::handle(node, r).await)
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(create_partitions::handle(node, r).await)
+        }
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(describe_configs::handle(node, r).await)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(node, r).await)
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(node, r))
+        }
+        RequestKind::DescribeCluster(_) => {
+            ResponseKind::DescribeCluster(describe_cluster::handle(node))
+        }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(find_coordinator::handle(node, r, version))
+        }
+        RequestKind::JoinGroup(r) => {
+            // The join phase can take a while: answer later, keep reading this connection.
+            let (node, header) = (Rc::clone(node), header.clone());
+            return Box::pin(async move {
+                let r = join_group::handle(&node, &header, r, version).await;
+                Reply::Kind(Box::new(ResponseKind::JoinGroup(r)))
+            });
+        }
+        RequestKind::SyncGroup(r) => {
+            let node = Rc::clone(node);
+            return Box::pin(async move {
+                let r = sync_group::handle(&node, r, version).await;
+                Reply::Kind(Box::new(ResponseKind::SyncGroup(r)))
+            });
+        }
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(node, r).await),
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(leave_group::handle(node, r, version).await)
+        }
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(offset_commit::handle(node, r).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(offset_fetch::handle(node, r, version).await)
+        }
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(node, r).await),
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(describe_groups::handle(node, r).await)
+        }
+        _ => return done(Reply::Unhandled),
+    };
     done(Reply::Kind(Box::new(kind)))
 }
 

@@ -149,15 +149,19 @@ pub struct SegmentWriter {
     state: RefCell<WriterState>,
     /// Notified whenever a write completes or fails.
     changed: Event,
+    /// File size allocated so far (fallocate), and the most to allocate ahead.
+    allocated: std::cell::Cell<u64>,
+    preallocate_limit: u64,
 }
 
 impl SegmentWriter {
-    /// Opens (creating if needed) `path` for appends at logical size `end`, preallocating
-    /// `preallocate_bytes` so fdatasync does not have to grow the file.
+    /// Opens (creating if needed) `path` for appends at logical size `end`. With
+    /// `preallocate_limit > 0` the file is kept allocated (fallocate) a step ahead of the
+    /// writes, up to that size, so fdatasync rarely has to grow it.
     pub async fn open(
         path: &Path,
         end: u64,
-        preallocate_bytes: u64,
+        preallocate_limit: u64,
         chunk_bytes: usize,
     ) -> io::Result<Rc<SegmentWriter>> {
         let file = OpenOptions::new()
@@ -167,11 +171,6 @@ impl SegmentWriter {
             .dma_open(path)
             .await
             .map_err(gio)?;
-        if preallocate_bytes > end {
-            file.pre_allocate(preallocate_bytes, false)
-                .await
-                .map_err(gio)?;
-        }
         let buf_pos = align_down(end);
         let fill = (end - buf_pos) as usize;
         let mut buf = file.alloc_dma_buffer(chunk_bytes);
@@ -190,7 +189,7 @@ impl SegmentWriter {
             }
             buf.as_bytes_mut()[..fill].copy_from_slice(&tail[..fill]);
         }
-        Ok(Rc::new(SegmentWriter {
+        let writer = Rc::new(SegmentWriter {
             file: Rc::new(file),
             state: RefCell::new(WriterState {
                 chunk_bytes,
@@ -204,7 +203,25 @@ impl SegmentWriter {
                 error: None,
             }),
             changed: Event::new(),
-        }))
+            allocated: std::cell::Cell::new(end),
+            preallocate_limit,
+        });
+        writer.reserve(end + 1).await?;
+        Ok(writer)
+    }
+
+    /// Makes sure the file is allocated up to at least `upto` bytes, in steps of
+    /// `limits::PREALLOCATE_STEP_BYTES` (never past the preallocation limit unless a write
+    /// needs it). A no-op without preallocation.
+    pub async fn reserve(&self, upto: u64) -> io::Result<()> {
+        if self.preallocate_limit == 0 || upto <= self.allocated.get() {
+            return Ok(());
+        }
+        let step = crate::limits::PREALLOCATE_STEP_BYTES;
+        let target = align_up((upto + step).min(self.preallocate_limit.max(upto)));
+        self.file.pre_allocate(target, false).await.map_err(gio)?;
+        self.allocated.set(target);
+        Ok(())
     }
 
     /// Logical end of the segment (bytes appended so far).

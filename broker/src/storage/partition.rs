@@ -319,6 +319,12 @@ impl PartitionLog {
                 .map_err(|e| self.fail(e))
                 .map_err(AppendError::Io)?;
         }
+        let writer = self.inner.state.borrow().writer.clone();
+        let reach = writer.end() + batch.len() as u64 + self.inner.options.write_chunk_bytes as u64;
+        writer
+            .reserve(reach)
+            .await
+            .map_err(|e| AppendError::Io(self.fail(e)))?;
         let mut st = self.inner.state.borrow_mut();
         if let Some(e) = &st.error {
             return Err(AppendError::Io(io::Error::other(e.clone())));

@@ -1,0 +1,420 @@
+//! Groups on the node: which shard coordinates a group, cross-shard routing of group
+//! requests, parked-request delivery, the timeout ticker, and committed offsets kept durable
+//! in the internal `__consumer_offsets` topic (replayed when its partitions open).
+//!
+//! A group lives on the shard that owns its `__consumer_offsets` partition, so the
+//! coordinator and the log its offsets are written to are on the same core.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_channel::oneshot;
+use strand_wire::builder::BatchBuilder;
+use strand_wire::ErrorCode;
+use tracing::{info, warn};
+
+use crate::group::{Answer, Committed, Coordinator, GroupState, Join, Outcome, SyncResult, Ticket};
+use crate::node::{Node, ShardMsg};
+use crate::storage::{Offset, PartitionLog};
+
+/// Kafka's internal offsets topic.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// Its partition count (Kafka's `offsets.topic.num.partitions` defaults to 50; fewer here,
+/// since each partition is a log with its own buffers).
+pub const OFFSETS_PARTITIONS: i32 = 8;
+/// How often group timeouts are checked.
+const TICK_MS: u64 = 100;
+
+pub fn offsets_partition(group: &str) -> i32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in group.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    (h % OFFSETS_PARTITIONS as u32) as i32
+}
+
+/// A group request, as sent to the coordinating shard.
+#[derive(Debug)]
+pub enum GroupRequest {
+    Join(Join),
+    Sync {
+        group: String,
+        member: String,
+        generation: i32,
+        assignments: Vec<(String, Bytes)>,
+    },
+    Heartbeat {
+        group: String,
+        member: String,
+        generation: i32,
+    },
+    Leave {
+        group: String,
+        members: Vec<String>,
+    },
+    Commit {
+        group: String,
+        member: String,
+        generation: i32,
+        offsets: Vec<((String, i32), i64, Option<String>)>,
+    },
+    Fetch {
+        group: String,
+        partitions: Option<Vec<(String, i32)>>,
+    },
+    Describe {
+        group: String,
+    },
+    List,
+}
+
+#[derive(Debug)]
+pub enum GroupResponse {
+    Join(crate::group::JoinResult),
+    Sync(SyncResult),
+    Error(ErrorCode),
+    Errors(Vec<ErrorCode>),
+    /// Per partition: offset (-1 if none), metadata.
+    Offsets(Vec<((String, i32), i64, Option<String>)>),
+    Described(Option<GroupSummary>),
+    Listed(Vec<(String, String, String)>),
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupSummary {
+    pub state: &'static str,
+    pub protocol_type: String,
+    pub protocol: String,
+    /// (member id, instance id, client id, host, metadata, assignment)
+    pub members: Vec<(String, Option<String>, String, String, Bytes, Bytes)>,
+}
+
+/// Per-shard group state.
+#[derive(Default)]
+pub struct Groups {
+    pub coordinator: Coordinator,
+    waiters: HashMap<Ticket, oneshot::Sender<Answer>>,
+}
+
+fn now_ms() -> i64 {
+    crate::server::now_ms()
+}
+
+impl Node {
+    pub fn group_shard(&self, group: &str) -> usize {
+        self.owner(&(OFFSETS_TOPIC.to_string(), offsets_partition(group)))
+    }
+
+    /// Runs a group request on the coordinating shard.
+    pub async fn group_request(self: &Rc<Self>, group: &str, req: GroupRequest) -> GroupResponse {
+        let owner = self.group_shard(group);
+        if owner == self.shard {
+            return self.group_local(req).await;
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send_to(owner, ShardMsg::Group { req, reply });
+        rx.await
+            .unwrap_or(GroupResponse::Error(ErrorCode::NotCoordinator))
+    }
+
+    /// ListGroups across every shard.
+    pub async fn list_groups(self: &Rc<Self>) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for shard in 0..self.shards() {
+            let r = if shard == self.shard {
+                self.group_local(GroupRequest::List).await
+            } else {
+                let (reply, rx) = oneshot::channel();
+                self.send_to(
+                    shard,
+                    ShardMsg::Group {
+                        req: GroupRequest::List,
+                        reply,
+                    },
+                );
+                rx.await.unwrap_or(GroupResponse::Listed(vec![]))
+            };
+            if let GroupResponse::Listed(v) = r {
+                out.extend(v);
+            }
+        }
+        out
+    }
+
+    fn deliver(&self, answers: Vec<(Ticket, Answer)>) {
+        let mut g = self.groups.borrow_mut();
+        for (t, a) in answers {
+            if let Some(tx) = g.waiters.remove(&t) {
+                let _ = tx.send(a);
+            }
+        }
+    }
+
+    async fn park(&self, ticket: Ticket, done: Vec<(Ticket, Answer)>) -> Option<Answer> {
+        let (tx, rx) = oneshot::channel();
+        self.groups.borrow_mut().waiters.insert(ticket, tx);
+        self.deliver(done);
+        rx.await.ok()
+    }
+
+    pub async fn group_local(self: &Rc<Self>, req: GroupRequest) -> GroupResponse {
+        let now = now_ms();
+        match req {
+            GroupRequest::Join(j) => {
+                let (outcome, done) = self.groups.borrow_mut().coordinator.join(j, now);
+                match outcome {
+                    Outcome::Now(r) => {
+                        self.deliver(done);
+                        GroupResponse::Join(r)
+                    }
+                    Outcome::Parked(t) => match self.park(t, done).await {
+                        Some(Answer::Join(r)) => GroupResponse::Join(r),
+                        _ => GroupResponse::Error(ErrorCode::UnknownServerError),
+                    },
+                }
+            }
+            GroupRequest::Sync {
+                group,
+                member,
+                generation,
+                assignments,
+            } => {
+                let (outcome, done) = self.groups.borrow_mut().coordinator.sync(
+                    &group,
+                    &member,
+                    generation,
+                    assignments,
+                    now,
+                );
+                match outcome {
+                    Outcome::Now(r) => {
+                        self.deliver(done);
+                        GroupResponse::Sync(r)
+                    }
+                    Outcome::Parked(t) => match self.park(t, done).await {
+                        Some(Answer::Sync(r)) => GroupResponse::Sync(r),
+                        _ => GroupResponse::Error(ErrorCode::UnknownServerError),
+                    },
+                }
+            }
+            GroupRequest::Heartbeat {
+                group,
+                member,
+                generation,
+            } => GroupResponse::Error(
+                self.groups
+                    .borrow_mut()
+                    .coordinator
+                    .heartbeat(&group, &member, generation, now),
+            ),
+            GroupRequest::Leave { group, members } => {
+                let (errors, done) = self
+                    .groups
+                    .borrow_mut()
+                    .coordinator
+                    .leave(&group, &members, now);
+                self.deliver(done);
+                GroupResponse::Errors(errors)
+            }
+            GroupRequest::Commit {
+                group,
+                member,
+                generation,
+                offsets,
+            } => {
+                let check = self
+                    .groups
+                    .borrow()
+                    .coordinator
+                    .check_commit(&group, &member, generation);
+                if check != ErrorCode::None {
+                    return GroupResponse::Error(check);
+                }
+                if let Err(code) = self.persist_offsets(&group, &offsets).await {
+                    return GroupResponse::Error(code);
+                }
+                let entries = offsets
+                    .into_iter()
+                    .map(|(tp, offset, metadata)| {
+                        (
+                            tp,
+                            Committed {
+                                offset,
+                                metadata,
+                                commit_ms: now,
+                            },
+                        )
+                    })
+                    .collect();
+                self.groups.borrow_mut().coordinator.commit(&group, entries);
+                GroupResponse::Error(ErrorCode::None)
+            }
+            GroupRequest::Fetch { group, partitions } => {
+                let g = self.groups.borrow();
+                let all: Vec<(String, i32)> = match partitions {
+                    Some(p) => p,
+                    None => g
+                        .coordinator
+                        .group(&group)
+                        .map(|g| g.offsets.keys().cloned().collect())
+                        .unwrap_or_default(),
+                };
+                GroupResponse::Offsets(
+                    all.into_iter()
+                        .map(|tp| match g.coordinator.committed(&group, &tp) {
+                            Some(c) => (tp, c.offset, c.metadata.clone()),
+                            None => (tp, -1, None),
+                        })
+                        .collect(),
+                )
+            }
+            GroupRequest::Describe { group } => {
+                let g = self.groups.borrow();
+                GroupResponse::Described(g.coordinator.group(&group).map(|g| {
+                    GroupSummary {
+                        state: if g.members.is_empty() {
+                            GroupState::Empty.name()
+                        } else {
+                            g.state.name()
+                        },
+                        protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                        protocol: g.protocol.clone().unwrap_or_default(),
+                        members: g
+                            .members
+                            .values()
+                            .map(|m| {
+                                let md = m
+                                    .protocols
+                                    .iter()
+                                    .find(|(n, _)| Some(n) == g.protocol.as_ref())
+                                    .map(|(_, b)| b.clone())
+                                    .unwrap_or_default();
+                                (
+                                    m.id.clone(),
+                                    m.instance_id.clone(),
+                                    m.client_id.clone(),
+                                    m.client_host.clone(),
+                                    md,
+                                    m.assignment.clone(),
+                                )
+                            })
+                            .collect(),
+                    }
+                }))
+            }
+            GroupRequest::List => {
+                let g = self.groups.borrow();
+                GroupResponse::Listed(
+                    g.coordinator
+                        .groups
+                        .values()
+                        .map(|g| {
+                            let state = if g.members.is_empty() {
+                                GroupState::Empty
+                            } else {
+                                g.state
+                            };
+                            (
+                                g.id.clone(),
+                                g.protocol_type.clone().unwrap_or_default(),
+                                state.name().to_string(),
+                            )
+                        })
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    /// Appends the commit to the group's `__consumer_offsets` partition and waits for the
+    /// fdatasync. Record: key `group \0 topic \0 partition`, value `offset \0 metadata`.
+    async fn persist_offsets(
+        &self,
+        group: &str,
+        offsets: &[((String, i32), i64, Option<String>)],
+    ) -> Result<(), ErrorCode> {
+        let tp = (OFFSETS_TOPIC.to_string(), offsets_partition(group));
+        let log: PartitionLog = self
+            .local_partition(&tp)
+            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        let mut b = BatchBuilder::new(now_ms());
+        for ((topic, partition), offset, metadata) in offsets {
+            let key = format!("{group}\0{topic}\0{partition}");
+            let value = format!("{offset}\0{}", metadata.as_deref().unwrap_or(""));
+            b.push(Some(key.as_bytes()), value.as_bytes(), 0);
+        }
+        if b.is_empty() {
+            return Ok(());
+        }
+        let batch = BytesMut::from(&b.finish()[..]);
+        log.append_durable(batch, now_ms())
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                warn!(group, error = %e, "could not persist committed offsets");
+                ErrorCode::KafkaStorageError
+            })
+    }
+
+    /// Replays a `__consumer_offsets` partition into the coordinator (last commit wins).
+    pub async fn replay_offsets(&self, log: &PartitionLog) {
+        let mut next = log.log_start();
+        let mut replayed = 0usize;
+        while next < log.log_end() {
+            let out = match log.read(next, 8 << 20).await {
+                Ok(out) if !out.batches.is_empty() => out,
+                _ => break,
+            };
+            for b in &out.batches {
+                let Ok(h) = strand_wire::BatchHeader::parse(b) else {
+                    return;
+                };
+                next = Offset(h.last_offset() + 1);
+                for (key, value) in strand_wire::builder::plain_records(b) {
+                    let k: Vec<&str> = key.splitn(3, '\0').collect();
+                    let v: Vec<&str> = value.splitn(2, '\0').collect();
+                    if let (3, 2, Ok(p), Ok(o)) = (
+                        k.len(),
+                        v.len(),
+                        k.get(2)
+                            .map_or(Err(()), |s| s.parse::<i32>().map_err(|_| ())),
+                        v[0].parse::<i64>(),
+                    ) {
+                        let metadata = (!v[1].is_empty()).then(|| v[1].to_string());
+                        self.groups.borrow_mut().coordinator.commit(
+                            k[0],
+                            vec![(
+                                (k[1].to_string(), p),
+                                Committed {
+                                    offset: o,
+                                    metadata,
+                                    commit_ms: h.max_timestamp_ms,
+                                },
+                            )],
+                        );
+                        replayed += 1;
+                    }
+                }
+            }
+        }
+        if replayed > 0 {
+            info!(shard = self.shard, replayed, "committed offsets reloaded");
+        }
+    }
+
+    /// Expires group members and ends overdue join phases on this shard.
+    pub fn spawn_group_ticker(self: &Rc<Self>) {
+        let me = Rc::clone(self);
+        glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(Duration::from_millis(TICK_MS)).await;
+                let done = me.groups.borrow_mut().coordinator.tick(now_ms());
+                me.deliver(done);
+            }
+        })
+        .detach();
+    }
+}

@@ -1,0 +1,52 @@
+//! DescribeGroups (key 15): state, protocol and members (with their metadata and assignment
+//! bytes, which tools decode) of each group.
+
+use std::rc::Rc;
+
+use strand_wire::kafka::messages::describe_groups_response::{
+    DescribedGroup, DescribedGroupMember,
+};
+use strand_wire::kafka::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
+use strand_wire::kafka::protocol::StrBytes;
+
+use crate::group_service::{GroupRequest, GroupResponse};
+use crate::node::Node;
+
+pub async fn handle(node: &Rc<Node>, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let mut r = DescribeGroupsResponse::default();
+    for gid in req.groups {
+        let id = gid.0.as_str().to_string();
+        let mut g = DescribedGroup::default();
+        g.group_id = gid;
+        match node
+            .group_request(&id, GroupRequest::Describe { group: id.clone() })
+            .await
+        {
+            GroupResponse::Described(Some(s)) => {
+                g.group_state = StrBytes::from_static_str(s.state);
+                g.protocol_type = StrBytes::from_string(s.protocol_type);
+                g.protocol_data = StrBytes::from_string(s.protocol);
+                g.members = s
+                    .members
+                    .into_iter()
+                    .map(|(mid, iid, client, host, md, assignment)| {
+                        let mut m = DescribedGroupMember::default();
+                        m.member_id = StrBytes::from_string(mid);
+                        m.group_instance_id = iid.map(StrBytes::from_string);
+                        m.client_id = StrBytes::from_string(client);
+                        m.client_host = StrBytes::from_string(host);
+                        m.member_metadata = md;
+                        m.member_assignment = assignment;
+                        m
+                    })
+                    .collect();
+            }
+            _ => {
+                // Kafka describes an unknown group as Dead with no members.
+                g.group_state = StrBytes::from_static_str("Dead");
+            }
+        }
+        r.groups.push(g);
+    }
+    r
+}

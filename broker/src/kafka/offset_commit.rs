@@ -1,0 +1,63 @@
+//! OffsetCommit (key 8): validated against the group's generation, made durable in
+//! `__consumer_offsets`, then visible to OffsetFetch.
+
+use std::rc::Rc;
+
+use strand_wire::kafka::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use strand_wire::kafka::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use strand_wire::ErrorCode;
+
+use crate::group_service::{GroupRequest, GroupResponse};
+use crate::node::Node;
+
+pub async fn handle(node: &Rc<Node>, req: OffsetCommitRequest) -> OffsetCommitResponse {
+    let group = req.group_id.0.as_str().to_string();
+    let offsets = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                (
+                    (t.name.0.as_str().to_string(), p.partition_index),
+                    p.committed_offset,
+                    p.committed_metadata
+                        .as_ref()
+                        .map(|m| m.as_str().to_string()),
+                )
+            })
+        })
+        .collect();
+    let request = GroupRequest::Commit {
+        group: group.clone(),
+        member: req.member_id.as_str().to_string(),
+        generation: req.generation_id_or_member_epoch,
+        offsets,
+    };
+    let code = match node.group_request(&group, request).await {
+        GroupResponse::Error(e) => e,
+        _ => ErrorCode::UnknownServerError,
+    };
+    let mut r = OffsetCommitResponse::default();
+    r.topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let mut tr = OffsetCommitResponseTopic::default();
+            tr.name = t.name;
+            tr.partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut pr = OffsetCommitResponsePartition::default();
+                    pr.partition_index = p.partition_index;
+                    pr.error_code = code.code();
+                    pr
+                })
+                .collect();
+            tr
+        })
+        .collect();
+    r
+}
