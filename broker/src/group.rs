@@ -54,6 +54,17 @@ pub struct Member {
     sync_waiter: Option<Ticket>,
 }
 
+impl Member {
+    /// This member's metadata for `protocol` (empty if it did not offer it).
+    pub fn metadata_for(&self, protocol: Option<&str>) -> Bytes {
+        self.protocols
+            .iter()
+            .find(|(n, _)| Some(n.as_str()) == protocol)
+            .map(|(_, b)| b.clone())
+            .unwrap_or_default()
+    }
+}
+
 /// What a completed join tells one member.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JoinResult {
@@ -347,13 +358,11 @@ impl Coordinator {
             .members
             .values()
             .map(|m| {
-                let md = m
-                    .protocols
-                    .iter()
-                    .find(|(n, _)| Some(n) == protocol.as_ref())
-                    .map(|(_, b)| b.clone())
-                    .unwrap_or_default();
-                (m.id.clone(), m.instance_id.clone(), md)
+                (
+                    m.id.clone(),
+                    m.instance_id.clone(),
+                    m.metadata_for(protocol.as_deref()),
+                )
             })
             .collect();
         group.state = GroupState::CompletingRebalance;

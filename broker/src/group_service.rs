@@ -286,12 +286,7 @@ impl Node {
                             .members
                             .values()
                             .map(|m| {
-                                let md = m
-                                    .protocols
-                                    .iter()
-                                    .find(|(n, _)| Some(n) == g.protocol.as_ref())
-                                    .map(|(_, b)| b.clone())
-                                    .unwrap_or_default();
+                                let md = m.metadata_for(g.protocol.as_deref());
                                 (
                                     m.id.clone(),
                                     m.instance_id.clone(),
