@@ -29,6 +29,8 @@ pub struct BrokerConfig {
     pub auto_create_topics: bool,
     /// `num.partitions`: partitions of auto-created topics (and CreateTopics with -1).
     pub num_partitions: i32,
+    /// `offsets.retention.minutes`: committed offsets of empty groups expire after this.
+    pub offsets_retention_minutes: i64,
 }
 
 impl Default for BrokerConfig {
@@ -41,6 +43,7 @@ impl Default for BrokerConfig {
             retention_check_interval_ms: 300_000,
             auto_create_topics: true,
             num_partitions: crate::limits::DEFAULT_PARTITIONS,
+            offsets_retention_minutes: 7 * 24 * 60,
         }
     }
 }
@@ -74,6 +77,8 @@ pub struct FileConfig {
     pub auto_create_topics: Option<bool>,
     #[serde(rename = "num.partitions")]
     pub num_partitions: Option<i32>,
+    #[serde(rename = "offsets.retention.minutes")]
+    pub offsets_retention_minutes: Option<i64>,
 }
 
 #[derive(Debug)]

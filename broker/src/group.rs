@@ -594,6 +594,51 @@ impl Coordinator {
         }
     }
 
+    /// DeleteGroups: only a group without members can go (NON_EMPTY_GROUP otherwise).
+    pub fn delete_group(&mut self, group_id: &str) -> ErrorCode {
+        match self.groups.get(group_id) {
+            None => ErrorCode::GroupIdNotFound,
+            Some(g) if !g.members.is_empty() => ErrorCode::NonEmptyGroup,
+            Some(_) => {
+                self.groups.remove(group_id);
+                ErrorCode::None
+            }
+        }
+    }
+
+    /// OffsetDelete: drops committed offsets of a group that is not consuming.
+    pub fn delete_offsets(
+        &mut self,
+        group_id: &str,
+        tps: &[(String, i32)],
+    ) -> Result<(), ErrorCode> {
+        let g = self
+            .groups
+            .get_mut(group_id)
+            .ok_or(ErrorCode::GroupIdNotFound)?;
+        if !g.members.is_empty() {
+            return Err(ErrorCode::GroupSubscribedToTopic);
+        }
+        for tp in tps {
+            g.offsets.remove(tp);
+        }
+        Ok(())
+    }
+
+    /// `offsets.retention.minutes`: committed offsets of groups without members expire this
+    /// long after their last commit; a group with neither members nor offsets disappears.
+    pub fn expire_offsets(&mut self, now_ms: i64, retention_ms: i64) {
+        for g in self.groups.values_mut() {
+            if g.members.is_empty() {
+                g.offsets
+                    .retain(|_, c| now_ms - c.commit_ms <= retention_ms);
+            }
+        }
+        self.groups.retain(|_, g| {
+            !g.members.is_empty() || !g.offsets.is_empty() || !g.pending_ids.is_empty()
+        });
+    }
+
     pub fn committed(&self, group_id: &str, tp: &(String, i32)) -> Option<&Committed> {
         self.groups.get(group_id).and_then(|g| g.offsets.get(tp))
     }
@@ -750,6 +795,54 @@ mod tests {
         };
         assert_eq!(done.len(), 1);
         assert_eq!(c.group("g").unwrap().generation, 3);
+    }
+
+    #[test]
+    fn delete_and_expire_offsets_only_for_empty_groups() {
+        let mut c = Coordinator::default();
+        let tp = ("t".to_string(), 0);
+        c.commit(
+            "idle",
+            vec![(
+                tp.clone(),
+                Committed {
+                    offset: 5,
+                    metadata: None,
+                    commit_ms: 0,
+                },
+            )],
+        );
+        let (Outcome::Now(r), _) = joined(&mut c, "", 0) else {
+            panic!()
+        };
+        joined(&mut c, &r.member_id, 0);
+        c.commit(
+            "g",
+            vec![(
+                tp.clone(),
+                Committed {
+                    offset: 7,
+                    metadata: None,
+                    commit_ms: 0,
+                },
+            )],
+        );
+        assert_eq!(c.delete_group("g"), ErrorCode::NonEmptyGroup);
+        assert_eq!(
+            c.delete_offsets("g", std::slice::from_ref(&tp)),
+            Err(ErrorCode::GroupSubscribedToTopic)
+        );
+        assert_eq!(c.delete_group("nope"), ErrorCode::GroupIdNotFound);
+        c.expire_offsets(10_000, 1_000);
+        assert!(
+            c.committed("idle", &tp).is_none(),
+            "empty group's offsets expired"
+        );
+        assert!(
+            c.committed("g", &tp).is_some(),
+            "active group's offsets kept"
+        );
+        assert!(c.group("idle").is_none());
     }
 
     #[test]

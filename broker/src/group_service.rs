@@ -69,6 +69,13 @@ pub enum GroupRequest {
         group: String,
     },
     List,
+    DeleteGroup {
+        group: String,
+    },
+    DeleteOffsets {
+        group: String,
+        partitions: Vec<(String, i32)>,
+    },
 }
 
 #[derive(Debug)]
@@ -300,6 +307,50 @@ impl Node {
                     }
                 }))
             }
+            GroupRequest::DeleteGroup { group } => {
+                let code = self.groups.borrow().coordinator.group(&group).map_or(
+                    ErrorCode::GroupIdNotFound,
+                    |g| {
+                        if g.members.is_empty() {
+                            ErrorCode::None
+                        } else {
+                            ErrorCode::NonEmptyGroup
+                        }
+                    },
+                );
+                if code != ErrorCode::None {
+                    return GroupResponse::Error(code);
+                }
+                // A tombstone for the whole group: topic "*".
+                if let Err(code) = self
+                    .persist_offsets(&group, &[(("*".to_string(), -1), -1, None)])
+                    .await
+                {
+                    return GroupResponse::Error(code);
+                }
+                GroupResponse::Error(self.groups.borrow_mut().coordinator.delete_group(&group))
+            }
+            GroupRequest::DeleteOffsets { group, partitions } => {
+                let check = match self.groups.borrow().coordinator.group(&group) {
+                    None => Err(ErrorCode::GroupIdNotFound),
+                    Some(g) if !g.members.is_empty() => Err(ErrorCode::GroupSubscribedToTopic),
+                    Some(_) => Ok(()),
+                };
+                if let Err(code) = check {
+                    return GroupResponse::Error(code);
+                }
+                let tombstones: Vec<_> =
+                    partitions.iter().map(|tp| (tp.clone(), -1, None)).collect();
+                if let Err(code) = self.persist_offsets(&group, &tombstones).await {
+                    return GroupResponse::Error(code);
+                }
+                let result = self
+                    .groups
+                    .borrow_mut()
+                    .coordinator
+                    .delete_offsets(&group, &partitions);
+                GroupResponse::Error(result.err().unwrap_or(ErrorCode::None))
+            }
             GroupRequest::List => {
                 let g = self.groups.borrow();
                 GroupResponse::Listed(
@@ -338,7 +389,13 @@ impl Node {
         let mut b = BatchBuilder::new(now_ms());
         for ((topic, partition), offset, metadata) in offsets {
             let key = format!("{group}\0{topic}\0{partition}");
-            let value = format!("{offset}\0{}", metadata.as_deref().unwrap_or(""));
+            // Offset -1 is a tombstone (empty value): the commit, or with topic "*" the whole
+            // group, is deleted.
+            let value = if *offset < 0 {
+                String::new()
+            } else {
+                format!("{offset}\0{}", metadata.as_deref().unwrap_or(""))
+            };
             b.push(Some(key.as_bytes()), value.as_bytes(), 0);
         }
         if b.is_empty() {
@@ -370,6 +427,17 @@ impl Node {
                 next = Offset(h.last_offset() + 1);
                 for (key, value) in strand_wire::builder::plain_records(b) {
                     let k: Vec<&str> = key.splitn(3, '\0').collect();
+                    if k.len() == 3 && value.is_empty() {
+                        let mut groups = self.groups.borrow_mut();
+                        if k[1] == "*" {
+                            groups.coordinator.groups.remove(k[0]);
+                        } else if let Ok(p) = k[2].parse::<i32>() {
+                            let _ = groups
+                                .coordinator
+                                .delete_offsets(k[0], &[(k[1].to_string(), p)]);
+                        }
+                        continue;
+                    }
                     let v: Vec<&str> = value.splitn(2, '\0').collect();
                     if let (3, 2, Ok(p), Ok(o)) = (
                         k.len(),
@@ -406,7 +474,13 @@ impl Node {
         glommio::spawn_local(async move {
             loop {
                 glommio::timer::sleep(Duration::from_millis(TICK_MS)).await;
-                let done = me.groups.borrow_mut().coordinator.tick(now_ms());
+                let now = now_ms();
+                let retention_ms = me.config().offsets_retention_minutes * 60_000;
+                let done = {
+                    let mut g = me.groups.borrow_mut();
+                    g.coordinator.expire_offsets(now, retention_ms);
+                    g.coordinator.tick(now)
+                };
                 me.deliver(done);
             }
         })

@@ -44,6 +44,7 @@ pub enum ErrorCode {
     GroupIdNotFound = 69,
     NonEmptyGroup = 68,
     MemberIdRequired = 79,
+    GroupSubscribedToTopic = 86,
     CoordinatorNotAvailable = 15,
     InvalidProducerIdMapping = 49,
     PolicyViolation = 44,
