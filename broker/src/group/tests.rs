@@ -1,0 +1,223 @@
+//! Unit tests of the group coordinator: rebalances, syncs, timeouts, offsets.
+
+use super::*;
+
+fn join(member: &str, now: i64) -> Join {
+    Join {
+        group: "g".into(),
+        member_id: member.into(),
+        instance_id: None,
+        client_id: "c".into(),
+        client_host: "h".into(),
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Bytes::from_static(b"md"))],
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 5_000 + now - now,
+        require_known_member_id: true,
+    }
+}
+
+fn joined(
+    c: &mut Coordinator,
+    member: &str,
+    now: i64,
+) -> (Outcome<JoinResult>, Vec<(Ticket, Answer)>) {
+    c.join(join(member, now), now)
+}
+
+#[test]
+fn two_members_rebalance_sync_and_heartbeat() {
+    let mut c = Coordinator::default();
+    // v4+: first join without an id gets MEMBER_ID_REQUIRED and an id.
+    let (Outcome::Now(r), _) = joined(&mut c, "", 0) else {
+        panic!("expected an answer")
+    };
+    assert_eq!(r.error, ErrorCode::MemberIdRequired);
+    let a = r.member_id;
+    let (Outcome::Parked(ta), done) = joined(&mut c, &a, 0) else {
+        panic!("parked")
+    };
+    assert_eq!(done.len(), 1, "a lone member completes the join at once");
+    let Answer::Join(ja) = &done[0].1 else {
+        panic!()
+    };
+    assert_eq!(
+        (done[0].0, ja.generation, ja.leader.as_str()),
+        (ta, 1, a.as_str())
+    );
+    let (_, _) = c.sync(
+        "g",
+        &a,
+        1,
+        vec![(a.clone(), Bytes::from_static(b"p0,p1"))],
+        0,
+    );
+    assert_eq!(c.group("g").map(|g| g.state), Some(GroupState::Stable));
+
+    // A second member joins: rebalance until the first rejoins too.
+    let (Outcome::Now(r), _) = joined(&mut c, "", 10) else {
+        panic!()
+    };
+    let b = r.member_id;
+    let (Outcome::Parked(_), done) = joined(&mut c, &b, 10) else {
+        panic!()
+    };
+    assert!(done.is_empty(), "waits for the first member");
+    assert_eq!(c.heartbeat("g", &a, 1, 20), ErrorCode::RebalanceInProgress);
+    let (Outcome::Parked(_), done) = joined(&mut c, &a, 30) else {
+        panic!()
+    };
+    assert_eq!(done.len(), 2);
+    for (_, ans) in &done {
+        let Answer::Join(j) = ans else { panic!() };
+        assert_eq!(j.generation, 2);
+        assert_eq!(j.members.len(), if j.member_id == j.leader { 2 } else { 0 });
+    }
+    // Follower syncs first and waits; the leader's sync answers both.
+    let follower = if c.group("g").unwrap().leader.as_deref() == Some(a.as_str()) {
+        b.clone()
+    } else {
+        a.clone()
+    };
+    let leader = if follower == a { b.clone() } else { a.clone() };
+    let (Outcome::Parked(tf), none) = c.sync("g", &follower, 2, vec![], 40) else {
+        panic!()
+    };
+    assert!(none.is_empty());
+    let assignments = vec![
+        (leader.clone(), Bytes::from_static(b"L")),
+        (follower.clone(), Bytes::from_static(b"F")),
+    ];
+    let (Outcome::Parked(_), done) = c.sync("g", &leader, 2, assignments, 41) else {
+        panic!()
+    };
+    let mine = done
+        .iter()
+        .find(|(t, _)| *t == tf)
+        .expect("follower answered");
+    assert_eq!(
+        mine.1,
+        Answer::Sync(SyncResult {
+            error: ErrorCode::None,
+            protocol_type: Some("consumer".into()),
+            protocol: Some("range".into()),
+            assignment: Bytes::from_static(b"F"),
+        })
+    );
+    assert_eq!(c.heartbeat("g", &follower, 2, 50), ErrorCode::None);
+    assert_eq!(
+        c.heartbeat("g", &follower, 1, 50),
+        ErrorCode::IllegalGeneration
+    );
+    assert_eq!(
+        c.heartbeat("g", "nobody", 2, 50),
+        ErrorCode::UnknownMemberId
+    );
+    assert_eq!(c.check_commit("g", &follower, 2), ErrorCode::None);
+    assert_eq!(
+        c.check_commit("g", &follower, 1),
+        ErrorCode::IllegalGeneration
+    );
+}
+
+#[test]
+fn session_expiry_moves_partitions_to_the_others() {
+    let mut c = Coordinator::default();
+    let (Outcome::Now(r), _) = joined(&mut c, "", 0) else {
+        panic!()
+    };
+    let a = r.member_id;
+    joined(&mut c, &a, 0);
+    c.sync("g", &a, 1, vec![], 0);
+    let (Outcome::Now(r), _) = joined(&mut c, "", 0) else {
+        panic!()
+    };
+    let b = r.member_id;
+    joined(&mut c, &b, 0);
+    joined(&mut c, &a, 0);
+    assert_eq!(c.group("g").unwrap().generation, 2);
+    // b keeps heartbeating, a goes silent.
+    assert_eq!(c.heartbeat("g", &b, 2, 9_000), ErrorCode::None);
+    assert!(c.tick(10_500).is_empty());
+    assert_eq!(c.group("g").unwrap().members.len(), 1, "a expired");
+    assert_eq!(
+        c.heartbeat("g", &b, 2, 10_600),
+        ErrorCode::RebalanceInProgress
+    );
+    let (Outcome::Parked(_), done) = joined(&mut c, &b, 10_700) else {
+        panic!()
+    };
+    assert_eq!(done.len(), 1);
+    assert_eq!(c.group("g").unwrap().generation, 3);
+}
+
+#[test]
+fn delete_and_expire_offsets_only_for_empty_groups() {
+    let mut c = Coordinator::default();
+    let tp = ("t".to_string(), 0);
+    c.commit(
+        "idle",
+        vec![(
+            tp.clone(),
+            Committed {
+                offset: 5,
+                metadata: None,
+                commit_ms: 0,
+            },
+        )],
+    );
+    let (Outcome::Now(r), _) = joined(&mut c, "", 0) else {
+        panic!()
+    };
+    joined(&mut c, &r.member_id, 0);
+    c.commit(
+        "g",
+        vec![(
+            tp.clone(),
+            Committed {
+                offset: 7,
+                metadata: None,
+                commit_ms: 0,
+            },
+        )],
+    );
+    assert_eq!(c.delete_group("g"), ErrorCode::NonEmptyGroup);
+    assert_eq!(
+        c.delete_offsets("g", std::slice::from_ref(&tp)),
+        Err(ErrorCode::GroupSubscribedToTopic)
+    );
+    assert_eq!(c.delete_group("nope"), ErrorCode::GroupIdNotFound);
+    c.expire_offsets(10_000, 1_000);
+    assert!(
+        c.committed("idle", &tp).is_none(),
+        "empty group's offsets expired"
+    );
+    assert!(
+        c.committed("g", &tp).is_some(),
+        "active group's offsets kept"
+    );
+    assert!(c.group("idle").is_none());
+}
+
+#[test]
+fn leave_triggers_a_rebalance_and_a_missing_rejoin_times_out() {
+    let mut c = Coordinator::default();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (Outcome::Now(r), _) = joined(&mut c, "", 0) else {
+            panic!()
+        };
+        ids.push(r.member_id);
+    }
+    for id in &ids {
+        joined(&mut c, id, 0);
+    }
+    assert_eq!(c.group("g").unwrap().members.len(), 3);
+    let (errs, _) = c.leave("g", &[ids[0].clone(), "ghost".into()], 100);
+    assert_eq!(errs, vec![ErrorCode::None, ErrorCode::UnknownMemberId]);
+    joined(&mut c, &ids[1], 150);
+    // ids[2] never rejoins: after the rebalance timeout it is dropped and ids[1] proceeds.
+    let done = c.tick(150 + 5_001);
+    assert_eq!(done.len(), 1);
+    assert_eq!(c.group("g").unwrap().members.len(), 1);
+}
