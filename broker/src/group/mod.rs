@@ -266,6 +266,30 @@ impl Coordinator {
                 vec![],
             );
         }
+        // A static member (group.instance.id) coming back with the same protocols while the
+        // group is stable keeps its slot and its assignment: no rebalance (KIP-345). The
+        // leader still goes through a rebalance, so that it gets the member list again.
+        if let (false, Some(_), GroupState::Stable) = (is_new, &j.instance_id, group.state) {
+            let leader = group.leader.clone().unwrap_or_default();
+            if let Some(m) = group.members.get_mut(&member_id) {
+                if m.id != leader && m.protocols == j.protocols {
+                    m.last_seen_ms = now_ms;
+                    m.session_timeout_ms = j.session_timeout_ms;
+                    return (
+                        Outcome::Now(JoinResult {
+                            error: ErrorCode::None,
+                            generation: group.generation,
+                            protocol_type: group.protocol_type.clone(),
+                            protocol: group.protocol.clone(),
+                            leader,
+                            member_id: member_id.clone(),
+                            members: Vec::new(),
+                        }),
+                        vec![],
+                    );
+                }
+            }
+        }
         let member = group
             .members
             .entry(member_id.clone())

@@ -221,3 +221,65 @@ fn leave_triggers_a_rebalance_and_a_missing_rejoin_times_out() {
     assert_eq!(done.len(), 1);
     assert_eq!(c.group("g").unwrap().members.len(), 1);
 }
+
+#[test]
+fn a_static_member_rejoining_a_stable_group_keeps_its_assignment_without_rebalance() {
+    let mut c = Coordinator::default();
+    let static_join = |iid: &str| Join {
+        instance_id: Some(iid.to_string()),
+        ..join("", 0)
+    };
+    // Static members skip MEMBER_ID_REQUIRED.
+    let (Outcome::Parked(_), done) = c.join(static_join("a"), 0) else {
+        panic!()
+    };
+    let Answer::Join(ja) = &done[0].1 else {
+        panic!()
+    };
+    let a = ja.member_id.clone();
+    let (Outcome::Parked(_), _) = c.join(static_join("b"), 1) else {
+        panic!()
+    };
+    let (Outcome::Parked(_), done) = c.join(
+        Join {
+            member_id: a.clone(),
+            ..static_join("a")
+        },
+        2,
+    ) else {
+        panic!()
+    };
+    assert_eq!(done.len(), 2);
+    let g = c.group("g").unwrap();
+    let leader = g.leader.clone().unwrap();
+    let b = g.members.keys().find(|id| **id != a).cloned().unwrap();
+    let follower = if leader == a { b.clone() } else { a.clone() };
+    let assignments = vec![
+        (follower.clone(), Bytes::from_static(b"F")),
+        (leader.clone(), Bytes::from_static(b"L")),
+    ];
+    c.sync("g", &follower, 2, vec![], 3);
+    c.sync("g", &leader, 2, assignments, 3);
+    assert_eq!(c.group("g").unwrap().state, GroupState::Stable);
+    // The follower restarts: same instance id, no member id.
+    let iid = c.group("g").unwrap().members[&follower]
+        .instance_id
+        .clone()
+        .unwrap();
+    let (Outcome::Now(r), _) = c.join(static_join(&iid), 10) else {
+        panic!("answered at once")
+    };
+    assert_eq!(
+        (r.error, r.generation, r.member_id.as_str()),
+        (ErrorCode::None, 2, follower.as_str())
+    );
+    assert_eq!(
+        c.group("g").unwrap().state,
+        GroupState::Stable,
+        "no rebalance"
+    );
+    let (Outcome::Now(s), _) = c.sync("g", &follower, 2, vec![], 11) else {
+        panic!()
+    };
+    assert_eq!(s.assignment, Bytes::from_static(b"F"));
+}
