@@ -41,6 +41,7 @@ struct ServeArgs {
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STRAND_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),

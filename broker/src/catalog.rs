@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use strand_wire::ErrorCode;
 
-use crate::storage::LogConfig;
+use crate::storage::{CleanupPolicy, LogConfig};
 
 fn unknown(topic: &str) -> (ErrorCode, String) {
     (
@@ -52,6 +52,10 @@ pub const TOPIC_CONFIGS: &[&str] = &[
     "max.message.bytes",
     "write.caching",
     "index.interval.bytes",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "delete.retention.ms",
 ];
 
 /// Why a topic name or config is refused (Kafka's INVALID_TOPIC_EXCEPTION / INVALID_CONFIG).
@@ -77,9 +81,22 @@ pub fn validate_config(key: &str, value: &str) -> Result<(), String> {
     if !TOPIC_CONFIGS.contains(&key) {
         return Err(format!("unknown topic config {key}"));
     }
-    let numeric = !matches!(key, "cleanup.policy" | "write.caching");
+    let numeric = !matches!(
+        key,
+        "cleanup.policy" | "write.caching" | "min.cleanable.dirty.ratio"
+    );
     if numeric && value.parse::<i64>().is_err() {
         return Err(format!("{key} must be an integer, got {value:?}"));
+    }
+    if key == "cleanup.policy" {
+        CleanupPolicy::parse(value)?;
+    }
+    if key == "min.cleanable.dirty.ratio"
+        && !value.parse::<f64>().is_ok_and(|r| (0.0..=1.0).contains(&r))
+    {
+        return Err(format!(
+            "min.cleanable.dirty.ratio must be a number between 0 and 1, got {value:?}"
+        ));
     }
     if key == "write.caching" && !matches!(value, "true" | "false") {
         return Err("write.caching must be true or false".into());
@@ -113,6 +130,25 @@ impl TopicMeta {
         if let Some(v) = get("index.interval.bytes") {
             c.index_interval_bytes = v.clamp(1, i64::from(u32::MAX)) as u32;
         }
+        if let Some(p) = self.configs.get("cleanup.policy") {
+            c.cleanup_policy = CleanupPolicy::parse(p).unwrap_or(c.cleanup_policy);
+        }
+        if let Some(r) = self
+            .configs
+            .get("min.cleanable.dirty.ratio")
+            .and_then(|v| v.parse::<f64>().ok())
+        {
+            c.min_cleanable_dirty_ratio = r.clamp(0.0, 1.0);
+        }
+        if let Some(v) = get("min.compaction.lag.ms") {
+            c.min_compaction_lag_ms = v.max(0);
+        }
+        if let Some(v) = get("max.compaction.lag.ms") {
+            c.max_compaction_lag_ms = v.max(1);
+        }
+        if let Some(v) = get("delete.retention.ms") {
+            c.delete_retention_ms = v.max(0);
+        }
         c
     }
 
@@ -121,7 +157,11 @@ impl TopicMeta {
         let c = self.log_config(defaults);
         let default_of = |k: &str| -> String {
             match k {
-                "cleanup.policy" => "delete".into(),
+                "cleanup.policy" => c.cleanup_policy.to_string(),
+                "min.cleanable.dirty.ratio" => c.min_cleanable_dirty_ratio.to_string(),
+                "min.compaction.lag.ms" => c.min_compaction_lag_ms.to_string(),
+                "max.compaction.lag.ms" => c.max_compaction_lag_ms.to_string(),
+                "delete.retention.ms" => c.delete_retention_ms.to_string(),
                 "retention.ms" => c.retention_ms.to_string(),
                 "retention.bytes" => c.retention_bytes.to_string(),
                 "segment.bytes" => c.segment_bytes.to_string(),
@@ -142,6 +182,14 @@ impl TopicMeta {
                 None => (k, default_of(k), false),
             })
             .collect()
+    }
+
+    /// `cleanup.policy` of this topic (`default` from the broker's `log.cleanup.policy`).
+    pub fn cleanup_policy(&self, default: CleanupPolicy) -> CleanupPolicy {
+        self.configs
+            .get("cleanup.policy")
+            .and_then(|p| CleanupPolicy::parse(p).ok())
+            .unwrap_or(default)
     }
 
     /// Redpanda's `write.caching`: `false` (default) fsyncs before acknowledging `acks=all`.
@@ -315,6 +363,10 @@ mod tests {
         assert!(validate_topic_name("..").is_err());
         assert!(validate_config("retention.ms", "1000").is_ok());
         assert!(validate_config("retention.ms", "soon").is_err());
+        assert!(validate_config("cleanup.policy", "compact,delete").is_ok());
+        assert!(validate_config("cleanup.policy", "shred").is_err());
+        assert!(validate_config("min.cleanable.dirty.ratio", "0.01").is_ok());
+        assert!(validate_config("min.cleanable.dirty.ratio", "2").is_err());
         assert!(validate_config("nope", "1").is_err());
     }
 

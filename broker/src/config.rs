@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::storage::LogConfig;
+use crate::storage::{CleanupPolicy, LogConfig};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9092";
 pub const DEFAULT_DATA_DIR: &str = "./strand-data";
@@ -31,6 +31,32 @@ pub struct BrokerConfig {
     pub num_partitions: i32,
     /// `offsets.retention.minutes`: committed offsets of empty groups expire after this.
     pub offsets_retention_minutes: i64,
+    /// Log compaction, broker-wide (`log.cleaner.*`).
+    pub cleaner: CleanerConfig,
+    /// `offsets.topic.segment.bytes`: segment size of `__consumer_offsets` (small, so it
+    /// compacts often).
+    pub offsets_topic_segment_bytes: u64,
+}
+
+/// Kafka's `log.cleaner.*` broker settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CleanerConfig {
+    /// `log.cleaner.enable`: run compaction on topics whose `cleanup.policy` has `compact`.
+    pub enable: bool,
+    /// `log.cleaner.backoff.ms`: how often each shard looks for logs to clean.
+    pub backoff_ms: u64,
+    /// `log.cleaner.io.max.bytes.per.second`: cap on a pass's read + write rate; `None` = none.
+    pub io_max_bytes_per_second: Option<u64>,
+}
+
+impl Default for CleanerConfig {
+    fn default() -> Self {
+        CleanerConfig {
+            enable: true,
+            backoff_ms: 15_000,
+            io_max_bytes_per_second: None,
+        }
+    }
 }
 
 impl Default for BrokerConfig {
@@ -44,6 +70,8 @@ impl Default for BrokerConfig {
             auto_create_topics: true,
             num_partitions: crate::limits::DEFAULT_PARTITIONS,
             offsets_retention_minutes: 7 * 24 * 60,
+            cleaner: CleanerConfig::default(),
+            offsets_topic_segment_bytes: 100 << 20,
         }
     }
 }
@@ -71,6 +99,24 @@ pub struct FileConfig {
     pub flush_bytes: Option<u64>,
     #[serde(rename = "log.preallocate")]
     pub preallocate: Option<bool>,
+    #[serde(rename = "log.cleanup.policy")]
+    pub cleanup_policy: Option<String>,
+    #[serde(rename = "log.cleaner.min.cleanable.ratio")]
+    pub min_cleanable_dirty_ratio: Option<f64>,
+    #[serde(rename = "log.cleaner.min.compaction.lag.ms")]
+    pub min_compaction_lag_ms: Option<i64>,
+    #[serde(rename = "log.cleaner.max.compaction.lag.ms")]
+    pub max_compaction_lag_ms: Option<i64>,
+    #[serde(rename = "log.cleaner.delete.retention.ms")]
+    pub delete_retention_ms: Option<i64>,
+    #[serde(rename = "log.cleaner.enable")]
+    pub cleaner_enable: Option<bool>,
+    #[serde(rename = "log.cleaner.backoff.ms")]
+    pub cleaner_backoff_ms: Option<u64>,
+    #[serde(rename = "log.cleaner.io.max.bytes.per.second")]
+    pub cleaner_io_max_bytes_per_second: Option<u64>,
+    #[serde(rename = "offsets.topic.segment.bytes")]
+    pub offsets_topic_segment_bytes: Option<u64>,
     #[serde(rename = "log.retention.check.interval.ms")]
     pub retention_check_interval_ms: Option<u64>,
     #[serde(rename = "auto.create.topics.enable")]
@@ -101,13 +147,13 @@ impl BrokerConfig {
                 .map_err(|e| ConfigError(format!("cannot read config {}: {e}", path.display())))?;
             let file: FileConfig = toml::from_str(&text)
                 .map_err(|e| ConfigError(format!("bad config {}: {e}", path.display())))?;
-            config.apply(file);
+            config.apply(file)?;
         }
         config.validate()?;
         Ok(config)
     }
 
-    pub fn apply(&mut self, f: FileConfig) {
+    pub fn apply(&mut self, f: FileConfig) -> Result<(), ConfigError> {
         let log = &mut self.log;
         macro_rules! set {
             ($dst:expr, $src:expr) => {
@@ -129,10 +175,30 @@ impl BrokerConfig {
         set!(log.flush_ms, f.flush_ms);
         set!(log.flush_bytes, f.flush_bytes);
         set!(log.preallocate, f.preallocate);
+        if let Some(p) = f.cleanup_policy {
+            log.cleanup_policy = CleanupPolicy::parse(&p).map_err(ConfigError)?;
+        }
+        set!(log.min_cleanable_dirty_ratio, f.min_cleanable_dirty_ratio);
+        set!(log.min_compaction_lag_ms, f.min_compaction_lag_ms);
+        set!(log.max_compaction_lag_ms, f.max_compaction_lag_ms);
+        set!(log.delete_retention_ms, f.delete_retention_ms);
+        set!(self.cleaner.enable, f.cleaner_enable);
+        set!(self.cleaner.backoff_ms, f.cleaner_backoff_ms);
+        if f.cleaner_io_max_bytes_per_second.is_some() {
+            self.cleaner.io_max_bytes_per_second = f.cleaner_io_max_bytes_per_second;
+        }
+        set!(
+            self.offsets_topic_segment_bytes,
+            f.offsets_topic_segment_bytes
+        );
         set!(
             self.retention_check_interval_ms,
             f.retention_check_interval_ms
         );
+        set!(self.auto_create_topics, f.auto_create_topics);
+        set!(self.num_partitions, f.num_partitions);
+        set!(self.offsets_retention_minutes, f.offsets_retention_minutes);
+        Ok(())
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -148,6 +214,18 @@ impl BrokerConfig {
             return Err(ConfigError(format!(
                 "num.partitions out of range: {}",
                 self.num_partitions
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.log.min_cleanable_dirty_ratio) {
+            return Err(ConfigError(format!(
+                "log.cleaner.min.cleanable.ratio must be between 0 and 1, got {}",
+                self.log.min_cleanable_dirty_ratio
+            )));
+        }
+        if self.offsets_topic_segment_bytes < 14 || self.offsets_topic_segment_bytes > max {
+            return Err(ConfigError(format!(
+                "offsets.topic.segment.bytes must be between 14 and {max}, got {}",
+                self.offsets_topic_segment_bytes
             )));
         }
         if self.cores == Some(0) {
@@ -181,6 +259,23 @@ mod tests {
         assert_eq!(c.log.segment_bytes, 1 << 20);
         assert_eq!(c.log.retention_ms, -1);
         assert_eq!(c.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+
+        std::fs::write(
+            &path,
+            "\"log.cleanup.policy\" = \"compact,delete\"\n\"log.cleaner.backoff.ms\" = 50\n\"num.partitions\" = 3\n\"offsets.retention.minutes\" = 5\n\"auto.create.topics.enable\" = false\n",
+        )
+        .expect("write");
+        let c = BrokerConfig::load(Some(&path)).expect("loads");
+        assert_eq!(
+            c.log.cleanup_policy,
+            CleanupPolicy {
+                compact: true,
+                delete: true
+            }
+        );
+        assert_eq!(c.cleaner.backoff_ms, 50);
+        assert_eq!((c.num_partitions, c.offsets_retention_minutes), (3, 5));
+        assert!(!c.auto_create_topics);
     }
 
     #[test]
@@ -190,6 +285,10 @@ mod tests {
         std::fs::write(&path, "lisen = \"x\"\n").expect("write");
         assert!(BrokerConfig::load(Some(&path)).is_err());
         std::fs::write(&path, "\"log.segment.bytes\" = 1\n").expect("write");
+        assert!(BrokerConfig::load(Some(&path)).is_err());
+        std::fs::write(&path, "\"log.cleanup.policy\" = \"shred\"\n").expect("write");
+        assert!(BrokerConfig::load(Some(&path)).is_err());
+        std::fs::write(&path, "\"log.cleaner.min.cleanable.ratio\" = 1.5\n").expect("write");
         assert!(BrokerConfig::load(Some(&path)).is_err());
     }
 }

@@ -67,3 +67,22 @@ pub const SHARD_PRODUCE_MEMORY_BYTES: usize = 256 << 20;
 /// partitions; allocating per write makes every fdatasync update the file size. 16 MiB steps
 /// cost one size update per 16 MiB (Redpanda allocates in 32 MiB steps).
 pub const PREALLOCATE_STEP_BYTES: u64 = 16 << 20;
+
+/// Keys one compaction pass indexes (key digest -> offset, ~40 bytes each with the table's
+/// overhead: ~40 MiB). A dirty part with more distinct keys is cleaned over several passes,
+/// as Kafka's cleaner does when its dedupe buffer fills.
+pub const CLEANER_KEYS_MAX: usize = 1_000_000;
+
+/// CPU shares of each shard's housekeeping task queue (retention, compaction bookkeeping,
+/// idle rolls) against the default queue's 1000 that serves requests: background work gets
+/// about 1/20 of a busy core and all of an idle one. (The compaction pass itself runs on a
+/// thread of its own; see `storage::housekeeping`.)
+pub const HOUSEKEEPING_SHARES: usize = 50;
+
+/// Nice value of the compaction thread. 0, measured (scripts/bench-compaction): at nice 10 or
+/// `SCHED_IDLE` the thread, starved by a busy shard while it holds an ext4 journal handle
+/// (allocating, renaming, fsyncing), holds up the journal commit and with it the shard's own
+/// O_DIRECT writes: p99.9 stalls of 100-200 ms. At nice 0 it is preempted but never starved;
+/// the pass leaves the shard's core (see `storage::housekeeping::lower_priority`), and
+/// `log.cleaner.io.max.bytes.per.second` caps it where that is not enough.
+pub const CLEANER_NICE: libc::c_int = 0;

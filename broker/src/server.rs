@@ -24,6 +24,7 @@ use crate::kafka::conn;
 use crate::limits;
 use crate::node::{Mesh, Node, NodeShared, ShardMsg};
 use crate::shard::{run_shards, shard_count};
+use crate::storage::CleanOptions;
 
 /// Version of the on-disk layout; written to `<data_dir>/strand.meta`.
 pub const DATA_FORMAT_VERSION: u32 = 1;
@@ -113,12 +114,20 @@ async fn shard_main(
         let topic = NewTopic {
             name: OFFSETS_TOPIC.to_string(),
             partitions: OFFSETS_PARTITIONS,
-            configs: Default::default(),
+            // Kafka's settings for the offsets topic: compacted, small segments.
+            configs: [
+                ("cleanup.policy".to_string(), "compact".to_string()),
+                (
+                    "segment.bytes".to_string(),
+                    shared.config.offsets_topic_segment_bytes.to_string(),
+                ),
+            ]
+            .into(),
         };
         node.change_catalog(CatalogOp::Create(vec![topic]), false)
             .await;
     }
-    spawn_retention(Rc::clone(&node), shared.config.retention_check_interval_ms);
+    spawn_housekeeping(Rc::clone(&node));
 
     let listen = shared.config.listen.clone();
     let listener = TcpListener::bind(listen.as_str())
@@ -155,20 +164,78 @@ async fn shard_main(
     }
 }
 
-fn spawn_retention(node: Rc<Node>, interval_ms: u64) {
-    glommio::spawn_local(async move {
+/// The shard's background upkeep, on a low-priority task queue so it yields to request
+/// handling: idle rolls (`segment.ms`), retention every `log.retention.check.interval.ms`, and
+/// a compaction pass (`log.cleaner.*`) per compacted partition every `log.cleaner.backoff.ms`.
+fn spawn_housekeeping(node: Rc<Node>) {
+    let config = node.config().clone();
+    let queue = glommio::executor().create_task_queue(
+        glommio::Shares::Static(limits::HOUSEKEEPING_SHARES),
+        glommio::Latency::NotImportant,
+        "housekeeping",
+    );
+    let retention_ms = config.retention_check_interval_ms.max(1);
+    let cleaner_ms = config
+        .cleaner
+        .enable
+        .then_some(config.cleaner.backoff_ms.max(1));
+    let tick_ms = cleaner_ms.map_or(retention_ms, |c| c.min(retention_ms));
+    let options = CleanOptions {
+        io_bytes_per_sec: config.cleaner.io_max_bytes_per_second,
+        stop_after: None,
+    };
+    let task = async move {
+        let (mut last_retention, mut last_clean) = (now_ms(), now_ms());
         loop {
-            glommio::timer::sleep(Duration::from_millis(interval_ms.max(1))).await;
+            glommio::timer::sleep(Duration::from_millis(tick_ms)).await;
+            let now = now_ms();
+            let retention_due = now - last_retention >= retention_ms as i64;
+            let clean_due = cleaner_ms.is_some_and(|c| now - last_clean >= c as i64);
+            if retention_due {
+                last_retention = now;
+            }
+            if clean_due {
+                last_clean = now;
+            }
             for log in node.local_partitions() {
-                match log.enforce_retention(now_ms()).await {
-                    Ok(0) => {}
-                    Ok(n) => info!(dir = %log.dir().display(), deleted = n, "retention"),
-                    Err(e) => warn!(dir = %log.dir().display(), error = %e, "retention failed"),
+                if let Err(e) = log.roll_if_idle(now_ms()).await {
+                    warn!(dir = %log.dir().display(), error = %e, "idle roll failed");
+                }
+                if retention_due {
+                    match log.enforce_retention(now_ms()).await {
+                        Ok(0) => {}
+                        Ok(n) => info!(dir = %log.dir().display(), deleted = n, "retention"),
+                        Err(e) => warn!(dir = %log.dir().display(), error = %e, "retention failed"),
+                    }
+                }
+                if clean_due {
+                    match log.clean(now_ms(), options).await {
+                        Ok(None) => {}
+                        Ok(Some(r)) => info!(
+                            dir = %log.dir().display(),
+                            dirty_per_mille = r.dirty_ratio_milli,
+                            keys = r.keys,
+                            segments = r.segments_rewritten,
+                            bytes_before = r.bytes_before,
+                            bytes_after = r.bytes_after,
+                            records_removed = r.records_removed,
+                            elapsed_ms = r.elapsed_ms,
+                            "compaction pass done"
+                        ),
+                        Err(e) => {
+                            warn!(dir = %log.dir().display(), error = %e, "compaction failed; will retry")
+                        }
+                    }
                 }
             }
         }
-    })
-    .detach();
+    };
+    match glommio::spawn_local_into(task, queue) {
+        Ok(t) => {
+            t.detach();
+        }
+        Err(e) => warn!(error = %e, "no housekeeping task: retention and compaction are off"),
+    }
 }
 
 #[cfg(test)]

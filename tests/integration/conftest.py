@@ -22,8 +22,9 @@ def free_port():
 class Broker:
     """One strand process on a free port with its own data directory."""
 
-    def __init__(self, data_dir, cores=2):
+    def __init__(self, data_dir, cores=2, config=None):
         self.data_dir = data_dir
+        self.config = config or {}
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.cores = cores
@@ -33,10 +34,17 @@ class Broker:
 
     def start(self):
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [BINARY, "serve", "--listen", self.bootstrap, "--data-dir", self.data_dir,
-             "--cores", str(self.cores)],
-            stdout=log, stderr=subprocess.STDOUT)
+        args = [BINARY, "serve", "--listen", self.bootstrap, "--data-dir", self.data_dir,
+                "--cores", str(self.cores)]
+        if self.config:
+            path = os.path.join(os.path.dirname(self.log_path), "strand.toml")
+            with open(path, "w") as f:
+                for k, v in self.config.items():
+                    value = str(v).lower() if isinstance(v, bool) else (
+                        f'"{v}"' if isinstance(v, str) else str(v))
+                    f.write(f'"{k}" = {value}\n')
+            args += ["--config", path]
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
         while time.time() < deadline:
             try:
@@ -81,3 +89,21 @@ def fresh_broker():
     yield b
     b.stop()
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def make_broker():
+    """A factory: `make_broker(config={...})` gives an unstarted broker with a TOML config."""
+    made = []
+
+    def make(**kwargs):
+        tmp = tempfile.mkdtemp(prefix="strand-it-")
+        b = Broker(os.path.join(tmp, "data"), **kwargs)
+        made.append((tmp, b))
+        return b
+
+    yield make
+    for tmp, b in made:
+        b.stop()
+        if not os.environ.get("STRAND_KEEP_TEST_DATA"):
+            shutil.rmtree(tmp, ignore_errors=True)

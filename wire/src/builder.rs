@@ -45,6 +45,15 @@ impl BatchBuilder {
 
     /// Appends one record, `timestamp_delta_ms` after the batch's base timestamp.
     pub fn push(&mut self, key: Option<&[u8]>, value: &[u8], timestamp_delta_ms: i64) {
+        self.push_record(key, Some(value), timestamp_delta_ms);
+    }
+
+    /// Appends a tombstone (null value): on a compacted topic, "delete this key".
+    pub fn push_tombstone(&mut self, key: &[u8], timestamp_delta_ms: i64) {
+        self.push_record(Some(key), None, timestamp_delta_ms);
+    }
+
+    fn push_record(&mut self, key: Option<&[u8]>, value: Option<&[u8]>, timestamp_delta_ms: i64) {
         let body = &mut self.scratch;
         body.clear();
         body.push(0); // record attributes
@@ -57,8 +66,13 @@ impl BatchBuilder {
             }
             None => put_varint(body, -1),
         }
-        put_varint(body, value.len() as i32);
-        body.extend_from_slice(value);
+        match value {
+            Some(v) => {
+                put_varint(body, v.len() as i32);
+                body.extend_from_slice(v);
+            }
+            None => put_varint(body, -1),
+        }
         put_varint(body, 0); // no headers
         put_varint(&mut self.records, body.len() as i32);
         self.records.extend_from_slice(body);

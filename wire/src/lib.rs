@@ -9,6 +9,8 @@
 //!   (assigning the base offset, which the CRC does not cover).
 //! - [`builder`] — builds valid v2 batches (uncompressed) record by record; used by tests,
 //!   benchmarks and, later, the native client.
+//! - [`records`] — the records inside an uncompressed batch, read in place, and rebuilding a
+//!   batch that keeps only some of them (log compaction).
 //! - [`varint`] — Kafka's zig-zag varints used inside records.
 //! - [`error`] — Kafka error codes, by their protocol names.
 //! - [`frame`] — splitting a byte stream into size-prefixed frames, without copies.
@@ -25,6 +27,7 @@ pub mod builder;
 pub mod error;
 pub mod fetch;
 pub mod frame;
+pub mod records;
 pub mod varint;
 
 pub use batch::{BatchError, BatchHeader};

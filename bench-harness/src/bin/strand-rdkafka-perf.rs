@@ -35,6 +35,13 @@ struct Args {
     linger_ms: u64,
     #[arg(long, default_value_t = 16384)]
     batch_size: usize,
+    /// Records per second (0 = as fast as possible). At a fixed rate, latency counts from the
+    /// intended send time, so a stalled broker is not hidden (coordinated omission).
+    #[arg(long, default_value_t = 0)]
+    throughput: u64,
+    /// Key the records `key-{i % N}` (0 = no key).
+    #[arg(long, default_value_t = 0)]
+    keys: u64,
 }
 
 struct Ctx {
@@ -83,9 +90,22 @@ fn main() {
     };
     let payload = vec![b'x'; args.record_size];
     let start = Instant::now();
-    for _ in 0..args.records {
+    for i in 0..args.records {
+        let sent = if args.throughput > 0 {
+            let intended = start + Duration::from_secs_f64(i as f64 / args.throughput as f64);
+            if let Some(wait) = intended.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            intended
+        } else {
+            Instant::now()
+        };
+        let key = (args.keys > 0).then(|| format!("key-{}", i % args.keys));
         let mut record =
-            BaseRecord::with_opaque_to(&args.topic, Box::new(Instant::now())).payload(&payload[..]);
+            BaseRecord::with_opaque_to(&args.topic, Box::new(sent)).payload(&payload[..]);
+        if let Some(k) = &key {
+            record = record.key(k.as_bytes());
+        }
         loop {
             match producer.send::<[u8], [u8]>(record) {
                 Ok(()) => break,
@@ -125,6 +145,15 @@ fn main() {
         ms(0.95),
         ms(0.99),
         ms(0.999)
+    );
+    let us = |q: f64| h.value_at_quantile(q);
+    println!(
+        "latency us: p50 {} p95 {} p99 {} p99.9 {} max {}",
+        us(0.50),
+        us(0.95),
+        us(0.99),
+        us(0.999),
+        h.max()
     );
     if errors > 0 {
         eprintln!("strand-rdkafka-perf: {errors} records failed");

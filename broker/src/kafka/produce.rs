@@ -57,6 +57,11 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
                     } else if peek_total_len(&records) != Some(records.len()) {
                         // v3+ carries exactly one batch per partition.
                         refuse(ErrorCode::InvalidRecord)
+                    } else if m.cleanup_policy(node.config().log.cleanup_policy).compact
+                        && has_keyless_record(&records)
+                    {
+                        // Kafka: "Compacted topic cannot accept message without key".
+                        refuse(ErrorCode::InvalidRecord)
                     } else {
                         let durable = acks == -1 && !m.write_caching();
                         // Memory budget first (backpressure), then one copy out of the request
@@ -117,6 +122,12 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
         }
         response
     }))
+}
+
+/// Whether an uncompressed batch holds a record without a key (compressed batches are not
+/// looked into here; the cleaner keeps keyless records it finds).
+fn has_keyless_record(batch: &[u8]) -> bool {
+    strand_wire::records::records(batch).is_ok_and(|recs| recs.iter().any(|r| r.key.is_none()))
 }
 
 fn ready(o: ProduceOutcome) -> Completion {

@@ -65,6 +65,12 @@ impl BatchCache {
         }
     }
 
+    /// Drops every entry of the given segments (compaction rewrote them).
+    pub fn drop_segments(&mut self, segments: &[Offset]) {
+        self.entries.retain(|e| !segments.contains(&e.segment));
+        self.bytes = self.entries.iter().map(|e| e.bytes.len()).sum();
+    }
+
     /// Drops entries wholly below `offset` (after retention moved the log start).
     pub fn drop_below(&mut self, offset: Offset) {
         while let Some(e) = self.entries.front() {

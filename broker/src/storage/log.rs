@@ -22,6 +22,9 @@ pub struct Location {
     pub position: u64,
     /// Logical size of that segment when located (reads never go past it).
     pub segment_bytes: u64,
+    /// One past the segment's last offset: where to go on when a compacted segment holds no
+    /// batch at or after the offset wanted (the rest of its range was cleaned away).
+    pub segment_next: Offset,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,6 +157,7 @@ impl LogState {
             segment_base: seg.base,
             position: seg.position_floor(offset),
             segment_bytes: seg.size_bytes,
+            segment_next: seg.next,
         })
     }
 
@@ -207,6 +211,39 @@ impl LogState {
         }
         self.check_invariants();
         removed
+    }
+
+    /// Replaces the neighbouring closed segments `bases` by one compacted segment covering the
+    /// same offsets (same base, same next). Returns false, changing nothing, if they are no
+    /// longer there as given (a concurrent deletion).
+    pub fn replace_segments(&mut self, bases: &[Offset], cleaned: SegmentState) -> bool {
+        let Some(i) = self
+            .segments
+            .iter()
+            .position(|s| Some(&s.base) == bases.first())
+        else {
+            return false;
+        };
+        let end = i + bases.len();
+        if end >= self.segments.len()
+            || !self
+                .segments
+                .range(i..end)
+                .map(|s| s.base)
+                .eq(bases.iter().copied())
+        {
+            return false;
+        }
+        assert_eq!(cleaned.base, bases[0], "a cleaned segment keeps its base");
+        assert_eq!(
+            cleaned.next,
+            self.segments[end - 1].next,
+            "a cleaned segment keeps its offset range"
+        );
+        self.segments.drain(i..end);
+        self.segments.insert(i, cleaned);
+        self.check_invariants();
+        true
     }
 
     /// Cheap structural invariants, checked in release builds too.

@@ -8,15 +8,22 @@
 //! - [`log`] — `LogState`: offset assignment, roll, lookups, retention decisions.
 //! - [`scan`] — walking stored batches; where a torn or corrupt tail starts.
 //! - [`cache`] — the hot-tail cache of recent batches as `Bytes`.
+//! - [`compaction`] — when to compact, which segments, which records survive.
 //!
 //! I/O:
 //! - [`dma`] — O_DIRECT segment writer on glommio's io_uring, aligned direct reads.
+//! - [`cleaner`] — one compaction pass (blocking, off the shard thread) and the crash-safe
+//!   swap of cleaned segments; recovery finishes interrupted swaps.
+//! - [`housekeeping`] — retention, compaction passes and idle rolls, run in the background.
 //! - [`recovery`] — opening a directory: indexes, tail scan, truncation (blocking std I/O).
 //! - [`partition`] — `PartitionLog`: the state machine driven with real I/O, group commit,
 //!   flusher, retention.
 
 pub mod cache;
+pub mod cleaner;
+pub mod compaction;
 pub mod dma;
+pub mod housekeeping;
 pub mod index;
 pub mod log;
 pub mod partition;
@@ -25,5 +32,6 @@ pub mod scan;
 pub mod segment;
 pub mod types;
 
+pub use housekeeping::{CleanOptions, CleanReport};
 pub use partition::{AppendError, PartitionLog, ReadError, ReadOut, StorageOptions};
-pub use types::{BatchMeta, LogConfig, Offset};
+pub use types::{BatchMeta, CleanupPolicy, LogConfig, Offset};

@@ -25,7 +25,7 @@ use strand_wire::ErrorCode;
 use super::cache::{BatchCache, CachedBatch};
 use super::dma::{open_for_direct_reads, read_direct, SegmentWriter};
 use super::log::{LocateError, LogState};
-use super::recovery::{recover, remove_segment_files, sync_dir, write_indexes, RecoveryReport};
+use super::recovery::{recover, sync_dir, write_indexes, RecoveryReport};
 use super::scan::split_batches;
 use super::segment::{log_file_name, SegmentState};
 use super::types::{BatchMeta, LogConfig, Offset};
@@ -119,11 +119,11 @@ pub struct ReadOut {
     pub log_end: Offset,
 }
 
-struct State {
-    log: LogState,
+pub(super) struct State {
+    pub(super) log: LogState,
     writer: Rc<SegmentWriter>,
-    readers: BTreeMap<Offset, Arc<File>>,
-    cache: BatchCache,
+    pub(super) readers: BTreeMap<Offset, Arc<File>>,
+    pub(super) cache: BatchCache,
     /// Every offset below this has been fdatasynced.
     durable: Offset,
     syncing: bool,
@@ -133,13 +133,19 @@ struct State {
     producers: ProducerStates,
     /// A failed write or sync: the partition refuses appends from then on.
     error: Option<String>,
+    /// Compaction progress: the dirty part of the log starts here.
+    pub(super) first_dirty: Offset,
+    /// When the earliest tombstone kept by compaction falls due for removal.
+    pub(super) tombstone_due_ms: Option<i64>,
+    /// A compaction pass is running (one at a time).
+    pub(super) cleaning: bool,
 }
 
-struct Inner {
-    dir: PathBuf,
+pub(super) struct Inner {
+    pub(super) dir: PathBuf,
     options: StorageOptions,
-    state: RefCell<State>,
-    append_lock: Semaphore,
+    pub(super) state: RefCell<State>,
+    pub(super) append_lock: Semaphore,
     durable_changed: Event,
     /// Notified after every append (long-polling fetches wait on it).
     appended: Event,
@@ -148,7 +154,7 @@ struct Inner {
 /// A handle to one partition's log; clones share it (on the owning shard only).
 #[derive(Clone)]
 pub struct PartitionLog {
-    inner: Rc<Inner>,
+    pub(super) inner: Rc<Inner>,
 }
 
 impl PartitionLog {
@@ -159,8 +165,11 @@ impl PartitionLog {
         options: StorageOptions,
     ) -> io::Result<(PartitionLog, RecoveryReport)> {
         let (d, c) = (dir.clone(), config.clone());
-        let recovered = glommio::executor()
-            .spawn_blocking(move || recover(&d, &c))
+        let (recovered, (first_dirty, tombstone_due_ms)) = glommio::executor()
+            .spawn_blocking(move || -> io::Result<_> {
+                let recovered = recover(&d, &c)?;
+                Ok((recovered, super::cleaner::read_checkpoint(&d)))
+            })
             .await?;
         let log = LogState::new(config, recovered.segments);
         let active = log.active();
@@ -200,6 +209,9 @@ impl PartitionLog {
             closed: false,
             producers: ProducerStates::default(),
             error: None,
+            first_dirty,
+            tombstone_due_ms,
+            cleaning: false,
         };
         let partition = PartitionLog {
             inner: Rc::new(Inner {
@@ -473,7 +485,7 @@ impl PartitionLog {
     }
 
     /// Closes the active segment (written, synced, trimmed, indexed) and opens the next.
-    async fn roll(&self) -> io::Result<()> {
+    pub(super) async fn roll(&self) -> io::Result<()> {
         let (old, base) = {
             let st = self.inner.state.borrow();
             (st.writer.clone(), st.log.log_end())
@@ -509,8 +521,49 @@ impl PartitionLog {
 
     /// Reads whole batches starting with the one holding `offset`, about `bytes_max` bytes
     /// (at least one batch). Recent batches come from the cache, older ones from disk; either
-    /// way they are `Bytes` slices, never copied.
+    /// way they are `Bytes` slices, never copied. An offset inside a compacted gap reads from
+    /// the next batch that exists.
     pub async fn read(&self, offset: Offset, bytes_max: usize) -> Result<ReadOut, ReadError> {
+        let mut offset = offset;
+        // Empty batches (left by compaction) read so far: a response made of nothing else
+        // makes librdkafka grow its fetch size as if a record were too large, so the read goes
+        // on until it has a record or reaches the log end.
+        let mut empties: Vec<Bytes> = Vec::new();
+        loop {
+            match self.read_segment(offset, bytes_max).await? {
+                Ok(mut out) => {
+                    let last = out
+                        .batches
+                        .last()
+                        .and_then(|b| batch::BatchHeader::parse(b).ok());
+                    let only_empties = out.batches.iter().all(|b| is_empty_batch(b));
+                    match last {
+                        Some(h) if only_empties && h.last_offset() + 1 < out.log_end.0 => {
+                            empties.append(&mut out.batches);
+                            offset = Offset(h.last_offset() + 1);
+                        }
+                        _ => {
+                            if !empties.is_empty() {
+                                empties.append(&mut out.batches);
+                                out.batches = empties;
+                            }
+                            return Ok(out);
+                        }
+                    }
+                }
+                Err(next_segment) => offset = next_segment,
+            }
+        }
+    }
+
+    /// One segment's part of [`Self::read`]: `Err(next)` when the segment holds no batch at or
+    /// after `offset` (compaction removed the rest of its range) and the read goes on at `next`.
+    async fn read_segment(
+        &self,
+        offset: Offset,
+        bytes_max: usize,
+    ) -> Result<Result<ReadOut, Offset>, ReadError> {
+        let active;
         let (loc, file, bound, mut out) = {
             let st = self.inner.state.borrow();
             let (log_start, log_end) = (st.log.log_start(), st.log.log_end());
@@ -525,13 +578,14 @@ impl PartitionLog {
                 log_end,
             };
             if offset == log_end {
-                return Ok(out);
+                return Ok(Ok(out));
             }
             if let Some(batches) = st.cache.read(offset, bytes_max) {
                 out.batches = batches;
-                return Ok(out);
+                return Ok(Ok(out));
             }
-            let bound = if loc.segment_base == st.log.active().base {
+            active = loc.segment_base == st.log.active().base;
+            let bound = if active {
                 loc.segment_bytes.min(st.writer.written())
             } else {
                 loc.segment_bytes
@@ -580,17 +634,20 @@ impl PartitionLog {
                     continue;
                 }
                 if !out.batches.is_empty() && total + (end - start) > bytes_max {
-                    return Ok(out);
+                    return Ok(Ok(out));
                 }
                 total += end - start;
                 out.batches.push(chunk.slice(start..end));
             }
             if !out.batches.is_empty() {
-                return Ok(out);
+                return Ok(Ok(out));
             }
             pos += advanced as u64;
         }
-        Ok(out)
+        if !active && loc.segment_next > offset {
+            return Ok(Err(loc.segment_next));
+        }
+        Ok(Ok(out))
     }
 
     /// The offset and `maxTimestamp` of the first batch with `maxTimestamp >= timestamp_ms`
@@ -619,42 +676,6 @@ impl PartitionLog {
                 cursor = Offset(h.last_offset() + 1);
             }
         }
-    }
-
-    /// Deletes closed segments that `retention.ms` / `retention.bytes` no longer keep.
-    /// Returns how many were deleted.
-    pub async fn enforce_retention(&self, now_ms: i64) -> io::Result<usize> {
-        let _permit = self
-            .inner
-            .append_lock
-            .acquire_permit(1)
-            .await
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        let removed = {
-            let mut st = self.inner.state.borrow_mut();
-            let n = st.log.retention_candidates(now_ms);
-            let removed = st.log.remove_oldest(n);
-            for base in &removed {
-                st.readers.remove(base);
-            }
-            let start = st.log.log_start();
-            st.cache.drop_below(start);
-            removed
-        };
-        if removed.is_empty() {
-            return Ok(0);
-        }
-        let dir = self.inner.dir.clone();
-        let n = removed.len();
-        glommio::executor()
-            .spawn_blocking(move || -> io::Result<()> {
-                for base in removed {
-                    remove_segment_files(&dir, base)?;
-                }
-                sync_dir(&dir)
-            })
-            .await?;
-        Ok(n)
     }
 
     /// Flushes everything and stops the background flusher.
@@ -687,6 +708,11 @@ impl PartitionLog {
         })
         .detach();
     }
+}
+
+/// A batch without records (what compaction leaves where it removed a segment's last batch).
+fn is_empty_batch(b: &[u8]) -> bool {
+    batch::BatchHeader::parse(b).is_ok_and(|h| h.records_count == 0 && !h.is_control())
 }
 
 fn preallocation(config: &LogConfig) -> u64 {

@@ -41,6 +41,7 @@ pub struct Recovered {
 /// Recovers the partition in `dir` (created if missing).
 pub fn recover(dir: &Path, config: &LogConfig) -> io::Result<Recovered> {
     fs::create_dir_all(dir)?;
+    super::cleaner::recover_swaps(dir)?;
     let mut bases = Vec::new();
     for entry in fs::read_dir(dir)? {
         let name = entry?.file_name();
@@ -54,6 +55,8 @@ pub fn recover(dir: &Path, config: &LogConfig) -> io::Result<Recovered> {
     bases.sort();
     let mut report = RecoveryReport::default();
     let mut segments: Vec<SegmentState> = Vec::new();
+    // Whether each recovered segment's state came from a scan (its index was missing).
+    let mut scanned: Vec<bool> = Vec::new();
     let count = bases.len();
     for (i, &base) in bases.iter().enumerate() {
         let last = i + 1 == count;
@@ -64,6 +67,7 @@ pub fn recover(dir: &Path, config: &LogConfig) -> io::Result<Recovered> {
         } else {
             load_indexes(dir, base, len)
         };
+        let loaded_from_scan = loaded.is_none();
         let (seg, damaged) = match loaded {
             Some(seg) => (seg, false),
             None => {
@@ -93,6 +97,7 @@ pub fn recover(dir: &Path, config: &LogConfig) -> io::Result<Recovered> {
             }
         }
         segments.push(seg);
+        scanned.push(loaded_from_scan);
         if damaged && !last {
             for &later in &bases[i + 1..] {
                 warn!(base = %later, "dropping segment after a damaged one");
@@ -104,8 +109,10 @@ pub fn recover(dir: &Path, config: &LogConfig) -> io::Result<Recovered> {
     }
     // A crash during a roll can leave the new, empty segment named after offsets the previous
     // segment never got to disk (they were not yet durable). Drop it, so the previous segment is
-    // active again and offsets continue without a gap.
-    if segments.len() >= 2 {
+    // active again and offsets continue without a gap. Only when the previous segment was
+    // scanned: one loaded from its index knows its true end, and a compacted segment may
+    // legitimately end (its last batches cleaned away) below the next segment's base.
+    if segments.len() >= 2 && scanned[segments.len() - 2] {
         let last = &segments[segments.len() - 1];
         let prev = &segments[segments.len() - 2];
         if last.is_empty() && prev.next < last.base {
@@ -228,13 +235,20 @@ fn load_indexes(dir: &Path, base: Offset, log_len: u64) -> Option<SegmentState> 
 
 /// Writes a closed segment's `.index` and `.timeindex` (write to `.tmp`, fsync, rename).
 pub fn write_indexes(dir: &Path, seg: &SegmentState) -> io::Result<()> {
+    write_index_files(dir, seg, "")?;
+    sync_dir(dir)
+}
+
+/// [`write_indexes`] with `suffix` after the file names (the cleaner's `.cleaned` files),
+/// without the directory sync (the caller syncs once for many files).
+pub fn write_index_files(dir: &Path, seg: &SegmentState, suffix: &str) -> io::Result<()> {
     let files = [
         (
-            index_file_name(seg.base),
+            format!("{}{suffix}", index_file_name(seg.base)),
             seg.offset_index.encode(seg.size_bytes, seg.next),
         ),
         (
-            time_index_file_name(seg.base),
+            format!("{}{suffix}", time_index_file_name(seg.base)),
             seg.time_index.encode(seg.size_bytes, seg.max_timestamp_ms),
         ),
     ];
@@ -245,7 +259,7 @@ pub fn write_indexes(dir: &Path, seg: &SegmentState) -> io::Result<()> {
         f.sync_data()?;
         fs::rename(&tmp, dir.join(&name))?;
     }
-    sync_dir(dir)
+    Ok(())
 }
 
 /// Deletes a segment's files (missing ones are fine).

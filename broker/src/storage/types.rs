@@ -38,6 +38,65 @@ pub struct LogConfig {
     pub flush_bytes: u64,
     /// `preallocate`: fallocate each new segment to `segment.bytes` (cheaper fdatasync).
     pub preallocate: bool,
+    /// `cleanup.policy`: `delete` (retention), `compact` (keep the latest record per key), or
+    /// both.
+    pub cleanup_policy: CleanupPolicy,
+    /// `min.cleanable.dirty.ratio`: compact once the uncompacted share of the log reaches this.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: records stay uncompacted at least this long.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: compact a segment this old even below the dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long a tombstone (null value) is kept after compaction.
+    pub delete_retention_ms: i64,
+}
+
+/// Kafka's `cleanup.policy`: `delete`, `compact`, or `compact,delete`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    pub delete: bool,
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    pub const DELETE: CleanupPolicy = CleanupPolicy {
+        delete: true,
+        compact: false,
+    };
+    pub const COMPACT: CleanupPolicy = CleanupPolicy {
+        delete: false,
+        compact: true,
+    };
+
+    /// Parses Kafka's list form (`compact,delete`, any order, spaces allowed).
+    pub fn parse(s: &str) -> Result<CleanupPolicy, String> {
+        let mut p = CleanupPolicy {
+            delete: false,
+            compact: false,
+        };
+        for part in s.split(',').map(str::trim) {
+            match part {
+                "delete" => p.delete = true,
+                "compact" => p.compact = true,
+                _ => {
+                    return Err(format!(
+                        "cleanup.policy must be delete, compact or compact,delete; got {s:?}"
+                    ))
+                }
+            }
+        }
+        Ok(p)
+    }
+}
+
+impl fmt::Display for CleanupPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match (self.compact, self.delete) {
+            (true, true) => "compact,delete",
+            (true, false) => "compact",
+            _ => "delete",
+        })
+    }
 }
 
 impl Default for LogConfig {
@@ -51,6 +110,11 @@ impl Default for LogConfig {
             flush_ms: 100,
             flush_bytes: 32 << 20,
             preallocate: true,
+            cleanup_policy: CleanupPolicy::DELETE,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 24 * 3600 * 1000,
         }
     }
 }
