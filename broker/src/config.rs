@@ -31,6 +31,9 @@ pub struct BrokerConfig {
     pub num_partitions: i32,
     /// `offsets.retention.minutes`: committed offsets of empty groups expire after this.
     pub offsets_retention_minutes: i64,
+    /// `io.properties.file`: the io-properties `strand iotune` wrote; `None` = look for
+    /// `<data_dir>/io-properties.toml` and use the defaults if it is not there.
+    pub io_properties_file: Option<PathBuf>,
 }
 
 impl Default for BrokerConfig {
@@ -44,6 +47,7 @@ impl Default for BrokerConfig {
             auto_create_topics: true,
             num_partitions: crate::limits::DEFAULT_PARTITIONS,
             offsets_retention_minutes: 7 * 24 * 60,
+            io_properties_file: None,
         }
     }
 }
@@ -79,6 +83,8 @@ pub struct FileConfig {
     pub num_partitions: Option<i32>,
     #[serde(rename = "offsets.retention.minutes")]
     pub offsets_retention_minutes: Option<i64>,
+    #[serde(rename = "io.properties.file")]
+    pub io_properties_file: Option<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -120,6 +126,9 @@ impl BrokerConfig {
         set!(self.data_dir, f.data_dir);
         if f.cores.is_some() {
             self.cores = f.cores;
+        }
+        if f.io_properties_file.is_some() {
+            self.io_properties_file = f.io_properties_file;
         }
         set!(log.segment_bytes, f.segment_bytes);
         set!(log.segment_ms, f.segment_ms);
@@ -173,7 +182,8 @@ mod tests {
         let path = dir.path().join("strand.toml");
         std::fs::write(
             &path,
-            "listen = \"127.0.0.1:19092\"\n\"log.segment.bytes\" = 1048576\n\"log.retention.ms\" = -1\n",
+            "listen = \"127.0.0.1:19092\"\n\"log.segment.bytes\" = 1048576\n\"log.retention.ms\" = -1\n\
+             \"io.properties.file\" = \"/etc/strand/io.toml\"\n",
         )
         .expect("write");
         let c = BrokerConfig::load(Some(&path)).expect("loads");
@@ -181,6 +191,11 @@ mod tests {
         assert_eq!(c.log.segment_bytes, 1 << 20);
         assert_eq!(c.log.retention_ms, -1);
         assert_eq!(c.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        assert_eq!(
+            c.io_properties_file,
+            Some(PathBuf::from("/etc/strand/io.toml"))
+        );
+        assert_eq!(BrokerConfig::default().io_properties_file, None);
     }
 
     #[test]
