@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use strand_broker::config::BrokerConfig;
+use strand_broker::config::{BrokerConfig, DEFAULT_DATA_DIR};
 
 #[derive(Parser)]
 #[command(
@@ -21,6 +21,10 @@ struct Cli {
 enum Command {
     /// Run a broker (single node): Kafka clients connect to --listen, data lives in --data-dir.
     Serve(ServeArgs),
+    /// Check the host's settings for low tail latency (dry run; --apply changes them, as root).
+    Tune(TuneArgs),
+    /// Measure the data disk (O_DIRECT, io_uring) and write the io-properties file serve reads.
+    Iotune(IotuneArgs),
 }
 
 #[derive(clap::Args)]
@@ -37,6 +41,38 @@ struct ServeArgs {
     /// Shards (pinned executors), one per core [default: all cores].
     #[arg(long, env = "STRAND_CORES")]
     cores: Option<usize>,
+    /// io-properties file from `strand iotune` [default: <data-dir>/io-properties.toml if present].
+    #[arg(long, env = "STRAND_IO_PROPERTIES")]
+    io_properties: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct TuneArgs {
+    /// The broker's data directory (its disk and filesystem are checked).
+    #[arg(long, env = "STRAND_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
+    data_dir: PathBuf,
+    /// Change what can be changed (sysctl and sysfs files; needs root) and report it.
+    #[arg(long)]
+    apply: bool,
+    /// One JSON object (versioned) instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Read /proc and /sys under this directory instead of / (tests use fake trees).
+    #[arg(long, hide = true, default_value = "/")]
+    root: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct IotuneArgs {
+    /// Directory on the disk to measure (scratch files go in it and are removed).
+    #[arg(long, env = "STRAND_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
+    data_dir: PathBuf,
+    /// Where to write the io-properties [default: <data-dir>/io-properties.toml].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// A few seconds instead of about a minute: for smoke tests, not for sizing a broker.
+    #[arg(long)]
+    quick: bool,
 }
 
 fn main() -> ExitCode {
@@ -50,6 +86,53 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Tune(args) => tune(args),
+        Command::Iotune(args) => iotune(args),
+    }
+}
+
+fn tune(args: TuneArgs) -> ExitCode {
+    let host = strand_tuning::Host::probe(&args.root, &args.data_dir);
+    let report = if args.apply {
+        strand_tuning::tune_and_apply(&host)
+    } else {
+        strand_tuning::tune(&host)
+    };
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_table());
+    }
+    let failed = report
+        .applied
+        .iter()
+        .any(|(_, a)| matches!(a, strand_tuning::check::Applied::Failed { .. }));
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn iotune(args: IotuneArgs) -> ExitCode {
+    use strand_tuning::iotune::{run, Plan};
+    let out = args
+        .out
+        .unwrap_or_else(|| args.data_dir.join(strand_tuning::props::DEFAULT_FILE_NAME));
+    let plan = if args.quick {
+        Plan::quick()
+    } else {
+        Plan::full()
+    };
+    match run(&args.data_dir, &out, &plan, &mut |line| eprintln!("{line}")) {
+        Ok(outcome) => {
+            print!("{}", outcome.table);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("strand iotune: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -69,6 +152,9 @@ fn serve(args: ServeArgs) -> ExitCode {
     }
     if args.cores.is_some() {
         config.cores = args.cores;
+    }
+    if args.io_properties.is_some() {
+        config.io_properties_file = args.io_properties;
     }
     if let Err(e) = config.validate() {
         eprintln!("strand: {e}");

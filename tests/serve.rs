@@ -1,5 +1,5 @@
-//! `strand serve` as a user runs it: defaults (127.0.0.1:9092, ./strand-data) and the
-//! `--listen` / `--data-dir` flags.
+//! `strand serve` as a user runs it: defaults (127.0.0.1:9092, ./strand-data), the
+//! `--listen` / `--data-dir` flags, and a malformed `--io-properties` file.
 
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -101,4 +101,28 @@ fn bad_config_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("listen must be HOST:PORT"), "{err}");
+}
+
+#[test]
+fn malformed_io_properties_file_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("io.toml");
+    std::fs::write(&file, "write_chunk_bytes = 1048576\n").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_strand"))
+        .args([
+            "serve",
+            "--cores",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--io-properties",
+        ])
+        .arg(&file)
+        .current_dir(tmp.path())
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad io-properties file"), "{err}");
+    assert!(err.contains("format_version"), "{err}");
 }

@@ -36,6 +36,9 @@ pub struct BrokerConfig {
     /// `offsets.topic.segment.bytes`: segment size of `__consumer_offsets` (small, so it
     /// compacts often).
     pub offsets_topic_segment_bytes: u64,
+    /// `io.properties.file`: the io-properties `strand iotune` wrote; `None` = look for
+    /// `<data_dir>/io-properties.toml` and use the defaults if it is not there.
+    pub io_properties_file: Option<PathBuf>,
 }
 
 /// Kafka's `log.cleaner.*` broker settings.
@@ -72,6 +75,7 @@ impl Default for BrokerConfig {
             offsets_retention_minutes: 7 * 24 * 60,
             cleaner: CleanerConfig::default(),
             offsets_topic_segment_bytes: 100 << 20,
+            io_properties_file: None,
         }
     }
 }
@@ -125,6 +129,8 @@ pub struct FileConfig {
     pub num_partitions: Option<i32>,
     #[serde(rename = "offsets.retention.minutes")]
     pub offsets_retention_minutes: Option<i64>,
+    #[serde(rename = "io.properties.file")]
+    pub io_properties_file: Option<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -166,6 +172,9 @@ impl BrokerConfig {
         set!(self.data_dir, f.data_dir);
         if f.cores.is_some() {
             self.cores = f.cores;
+        }
+        if f.io_properties_file.is_some() {
+            self.io_properties_file = f.io_properties_file;
         }
         set!(log.segment_bytes, f.segment_bytes);
         set!(log.segment_ms, f.segment_ms);
@@ -251,7 +260,8 @@ mod tests {
         let path = dir.path().join("strand.toml");
         std::fs::write(
             &path,
-            "listen = \"127.0.0.1:19092\"\n\"log.segment.bytes\" = 1048576\n\"log.retention.ms\" = -1\n",
+            "listen = \"127.0.0.1:19092\"\n\"log.segment.bytes\" = 1048576\n\"log.retention.ms\" = -1\n\
+             \"io.properties.file\" = \"/etc/strand/io.toml\"\n",
         )
         .expect("write");
         let c = BrokerConfig::load(Some(&path)).expect("loads");
@@ -259,6 +269,11 @@ mod tests {
         assert_eq!(c.log.segment_bytes, 1 << 20);
         assert_eq!(c.log.retention_ms, -1);
         assert_eq!(c.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        assert_eq!(
+            c.io_properties_file,
+            Some(PathBuf::from("/etc/strand/io.toml"))
+        );
+        assert_eq!(BrokerConfig::default().io_properties_file, None);
 
         std::fs::write(
             &path,

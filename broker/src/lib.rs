@@ -5,6 +5,8 @@
 //! - [`limits`] — every bound the broker enforces, with the reason for each.
 //! - [`shard`] — pinned glommio executors and the partition -> shard ownership hash.
 //! - [`server`] — data directory, per-shard start-up, listener, retention timer.
+//! - [`host`] — start-up view of the host: io-properties -> `StorageOptions`, tuning warnings
+//!   (both from `strand-tuning`).
 //! - [`node`] — one shard's partitions and catalog snapshot, and the messages between shards;
 //!   shard 0 is the controller for catalog changes.
 //! - [`catalog`] — topics, partition counts, configs; `Catalog::apply` (sans-IO) and the file.
@@ -27,6 +29,7 @@ pub mod catalog;
 pub mod config;
 pub mod group;
 pub mod group_service;
+pub mod host;
 pub mod kafka;
 pub mod limits;
 pub mod node;

@@ -14,6 +14,11 @@ pub const WRITE_BEHIND_DEPTH: usize = 4;
 /// always cover, since bytes not yet written can only be read from the cache.
 pub const PARTITION_CACHE_BYTES: usize = 32 << 20;
 
+// io-properties from `strand iotune` may change the chunk and the depth, within a window
+// that must stay inside the cache.
+const _: () =
+    assert!(strand_tuning::props::WRITE_BEHIND_WINDOW_BYTES_MAX <= PARTITION_CACHE_BYTES as u64);
+
 /// Smallest disk read for a fetch: the sparse index may put the start up to
 /// `index.interval.bytes` before the wanted batch, and tiny reads waste an I/O.
 pub const READ_BYTES_MIN: u64 = 64 << 10;

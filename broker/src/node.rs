@@ -115,6 +115,8 @@ pub struct NodeShared {
     /// restarts).
     pub next_producer_id: AtomicI64,
     pub cluster_id: String,
+    /// I/O sizes of every partition (from io-properties, or the defaults).
+    pub storage: StorageOptions,
     /// One per shard, notified after each append there (wakes long-polling fetches anywhere).
     pub appended: Vec<Arc<event_listener::Event>>,
 }
@@ -490,7 +492,7 @@ impl Node {
                 match PartitionLog::open(
                     dir,
                     meta.log_config(&config.log),
-                    StorageOptions::default(),
+                    self.shared.storage.clone(),
                 )
                 .await
                 {

@@ -77,12 +77,15 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
     let cluster_id = prepare_data_dir(&config.data_dir)?;
     let shards = shard_count(&config);
     info!(listen = %config.listen, data_dir = %config.data_dir.display(), shards, "starting strand");
+    let storage = crate::host::storage_options(&config)?;
+    crate::host::warn_on_tuning(&config.data_dir);
     let mesh = Mesh::new(shards);
     let shared = Arc::new(NodeShared {
         config: Arc::new(config.clone()),
         senders: mesh.senders,
         next_producer_id: AtomicI64::new(now_ms().max(1) * 1000),
         cluster_id,
+        storage,
         appended: (0..shards)
             .map(|_| Arc::new(event_listener::Event::new()))
             .collect(),

@@ -10,8 +10,13 @@
 //!    with 4 concurrent writers, and `PartitionLog::append_durable` from 4 concurrent writers
 //!    (group commit).
 //!
+//! With `--io-properties FILE` (from `strand iotune`), phase 3 also runs a log with the
+//! `StorageOptions` from that file, interleaved with the default-options log, and prints its
+//! row next to the defaults' with the ratio of their p99s.
+//!
 //! `--check` exits 1 unless buffered appends reach 70% of (1) and the durable p99 is at most
-//! 2x the raw durable write's p99. The stricter ratio against fdatasync alone is printed too.
+//! 2x the raw durable write's p99 (and, with `--io-properties`, the measured options' p99 is at
+//! most 1.1x the defaults'). The stricter ratio against fdatasync alone is printed too.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -44,6 +49,9 @@ struct Args {
     /// Exit 1 if the targets are missed.
     #[arg(long)]
     check: bool,
+    /// io-properties file (`strand iotune`): also run the durable phase with its options.
+    #[arg(long)]
+    io_properties: Option<PathBuf>,
 }
 
 const RECORD_BYTES: usize = 1024;
@@ -184,15 +192,50 @@ struct Durable {
     raw1: Histogram<u64>,
     raw_n: Histogram<u64>,
     log_n: Histogram<u64>,
+    /// The same as `log_n` with the io-properties' options, when given.
+    log_measured: Option<Histogram<u64>>,
 }
 
-/// Interleaves short blocks of each contender (raw x1, raw xN, log xN) so the machine's
-/// noise lands on all of them alike.
+/// `writers` tasks each doing `ops` durable appends of `batch` to `log`, latencies recorded
+/// into the histogram `pick` selects.
+async fn durable_appends(
+    log: &PartitionLog,
+    batch: &Rc<Vec<u8>>,
+    writers: usize,
+    ops: usize,
+    out: &Rc<RefCell<Durable>>,
+    pick: fn(&mut Durable) -> Option<&mut Histogram<u64>>,
+) -> std::io::Result<()> {
+    let mut tasks = Vec::new();
+    for _ in 0..writers {
+        let (log, batch, out) = (log.clone(), Rc::clone(batch), Rc::clone(out));
+        tasks.push(glommio::spawn_local(async move {
+            for _ in 0..ops {
+                let t0 = Instant::now();
+                log.append_durable(bytes::BytesMut::from(&batch[..]), 0)
+                    .await
+                    .map_err(std::io::Error::other)?;
+                if let Some(h) = pick(&mut out.borrow_mut()) {
+                    h.record(t0.elapsed().as_micros().max(1) as u64).ok();
+                }
+            }
+            Ok::<(), std::io::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await?;
+    }
+    Ok(())
+}
+
+/// Interleaves short blocks of each contender (raw x1, raw xN, log xN, and the log with the
+/// measured options if given) so the machine's noise lands on all of them alike.
 async fn durable(
     dir: &Path,
     records: usize,
     ops: usize,
     writers: usize,
+    measured: Option<&StorageOptions>,
 ) -> std::io::Result<Durable> {
     const REPS: usize = 10;
     let batch = Rc::new(filler_batch(records, RECORD_BYTES, 0, 9));
@@ -206,14 +249,24 @@ async fn durable(
     let log_path = dir.join(format!("durable-{records}"));
     let (log, _) =
         PartitionLog::open(log_path.clone(), bench_config(), StorageOptions::default()).await?;
+    let measured_path = dir.join(format!("durable-{records}-measured"));
+    let measured_log = match measured {
+        Some(options) => Some(
+            PartitionLog::open(measured_path.clone(), bench_config(), options.clone())
+                .await?
+                .0,
+        ),
+        None => None,
+    };
     let out = Rc::new(RefCell::new(Durable {
         sync_only: hist(),
         raw1: hist(),
         raw_n: hist(),
         log_n: hist(),
+        log_measured: measured.map(|_| hist()),
     }));
     let per_rep = (ops / REPS).max(writers);
-    for _ in 0..REPS {
+    for rep in 0..REPS {
         for i in 0..per_rep {
             let (ws, s) = raw.op(i).await?;
             let mut o = out.borrow_mut();
@@ -231,28 +284,25 @@ async fn durable(
                 Ok::<(), std::io::Error>(())
             }));
         }
-        for t in tasks.drain(..) {
-            t.await?;
-        }
-        for _ in 0..writers {
-            let (log, batch, out) = (log.clone(), Rc::clone(&batch), Rc::clone(&out));
-            tasks.push(glommio::spawn_local(async move {
-                for _ in 0..per_rep / writers {
-                    let t0 = Instant::now();
-                    log.append_durable(bytes::BytesMut::from(&batch[..]), 0)
-                        .await
-                        .map_err(std::io::Error::other)?;
-                    out.borrow_mut()
-                        .log_n
-                        .record(t0.elapsed().as_micros().max(1) as u64)
-                        .ok();
-                }
-                Ok::<(), std::io::Error>(())
-            }));
-        }
         for t in tasks {
             t.await?;
         }
+        // With io-properties, the two logs take turns going first: whichever follows the raw
+        // contenders inherits their journal state.
+        let n = per_rep / writers;
+        let measured_first = rep % 2 == 1 && measured_log.is_some();
+        for turn in 0..2 {
+            if (turn == 0) != measured_first {
+                durable_appends(&log, &batch, writers, n, &out, |d| Some(&mut d.log_n)).await?;
+            } else if let Some(m) = &measured_log {
+                durable_appends(m, &batch, writers, n, &out, |d| d.log_measured.as_mut()).await?;
+            }
+        }
+    }
+    if let Some(m) = measured_log {
+        m.close().await?;
+        drop(m);
+        std::fs::remove_dir_all(&measured_path)?;
     }
     log.close().await?;
     drop(log);
@@ -276,6 +326,28 @@ async fn run(args: Args) -> std::io::Result<bool> {
         args.mib,
         args.ops
     );
+    let measured = match &args.io_properties {
+        Some(path) => {
+            let props = strand_tuning::IoProperties::load(path)?;
+            let (options, clamped) = strand_broker::host::storage_options_from(&props);
+            let d = StorageOptions::default();
+            println!(
+                "io-properties {}: write chunk {} KiB, write-behind {} (defaults: {} KiB, {}){}",
+                path.display(),
+                options.write_chunk_bytes >> 10,
+                options.write_behind_depth,
+                d.write_chunk_bytes >> 10,
+                d.write_behind_depth,
+                if clamped.is_empty() {
+                    String::new()
+                } else {
+                    format!("; clamped: {}", clamped.join(", "))
+                }
+            );
+            Some(options)
+        }
+        None => None,
+    };
     let raw = raw_sequential(&args.dir, bytes).await?;
     let mut ok = true;
     println!();
@@ -297,7 +369,8 @@ async fn run(args: Args) -> std::io::Result<bool> {
             ratio
         );
     }
-    let (mut durable_ok, mut strict_ok) = (true, true);
+    let (mut durable_ok, mut strict_ok, mut measured_ok) = (true, true, true);
+    let mut ratios = Vec::new();
     println!();
     println!(
         "{:<46} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
@@ -305,12 +378,19 @@ async fn run(args: Args) -> std::io::Result<bool> {
     );
     for records in BATCH_RECORDS {
         let batch_len = filler_batch(records, RECORD_BYTES, 0, 0).len();
-        let d = durable(&args.dir, records, args.ops, args.writers).await?;
+        let d = durable(
+            &args.dir,
+            records,
+            args.ops,
+            args.writers,
+            measured.as_ref(),
+        )
+        .await?;
         let kib = batch_len / 1024;
         let w = args.writers;
         let sync_p99 = d.sync_only.value_at_quantile(0.99).max(1) as f64;
         let raw1_p99 = d.raw1.value_at_quantile(0.99).max(1) as f64;
-        for (name, h) in [
+        let mut rows = vec![
             (
                 format!("raw fdatasync alone, after {kib} KiB write"),
                 &d.sync_only,
@@ -327,7 +407,14 @@ async fn run(args: Args) -> std::io::Result<bool> {
                 format!("log append_durable {kib} KiB, {w} writers"),
                 &d.log_n,
             ),
-        ] {
+        ];
+        if let Some(h) = &d.log_measured {
+            rows.push((
+                format!("log append_durable {kib} KiB, {w} writers, iotune"),
+                h,
+            ));
+        }
+        for (name, h) in rows {
             let p99 = h.value_at_quantile(0.99) as f64;
             println!(
                 "{:<46} {:>8} {:>8} {:>8} {:>8} {:>8.2}x {:>8.2}x",
@@ -343,6 +430,18 @@ async fn run(args: Args) -> std::io::Result<bool> {
         let log_p99 = d.log_n.value_at_quantile(0.99) as f64;
         durable_ok &= log_p99 <= 2.0 * raw1_p99;
         strict_ok &= log_p99 <= 2.0 * sync_p99;
+        if let Some(h) = &d.log_measured {
+            let ratio = h.value_at_quantile(0.99) as f64 / log_p99.max(1.0);
+            measured_ok &= ratio <= 1.1;
+            ratios.push(format!("{kib} KiB batches {ratio:.2}x"));
+        }
+    }
+    if !ratios.is_empty() {
+        println!();
+        println!(
+            "durable p99, io-properties / defaults: {}",
+            ratios.join(", ")
+        );
     }
     let verdict = |b: bool| if b { "met" } else { "MISSED" };
     println!();
@@ -360,5 +459,11 @@ async fn run(args: Args) -> std::io::Result<bool> {
         args.writers,
         verdict(strict_ok)
     );
-    Ok((ok && durable_ok) || !args.check)
+    if measured.is_some() {
+        println!(
+            "durable p99 with io-properties <= 1.1 x defaults p99: {}",
+            verdict(measured_ok)
+        );
+    }
+    Ok((ok && durable_ok && measured_ok) || !args.check)
 }
