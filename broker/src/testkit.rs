@@ -1,6 +1,6 @@
 //! Shared by the crash-test child (`strand-log-writer`) and the tests that check it: the
 //! batch written for a sequence number, and the log settings (small segments so crashes land
-//! in rolls too).
+//! in rolls too); and [`run_local`], which the storage tests drive their logs with.
 
 use crate::storage::LogConfig;
 
@@ -19,4 +19,17 @@ pub fn crash_log_config() -> LogConfig {
         index_interval_bytes: 4096,
         ..LogConfig::default()
     }
+}
+
+/// Runs a test body on a fresh glommio executor of its own and waits for it (a panic in the
+/// body fails the caller).
+pub fn run_local<F: std::future::Future<Output = ()> + 'static>(
+    f: impl FnOnce() -> F + Send + 'static,
+) {
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .io_memory(1 << 20)
+        .spawn(move || async move { f().await })
+        .expect("executor")
+        .join()
+        .expect("test body");
 }

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use glommio::{LocalExecutorBuilder, Placement};
 use strand_broker::storage::cleaner::CleanStep;
 use strand_broker::storage::{
     CleanOptions, CleanupPolicy, LogConfig, Offset, PartitionLog, StorageOptions,
 };
+use strand_broker::testkit::run_local as run;
 use strand_wire::batch::BatchHeader;
 use strand_wire::builder::BatchBuilder;
 use strand_wire::records::records;
@@ -21,15 +21,6 @@ const KEYS: u32 = 1000;
 const RECORDS: u32 = 100_000;
 const PER_BATCH: u32 = 100;
 const DELETE_RETENTION_MS: i64 = 60_000;
-
-fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-    LocalExecutorBuilder::new(Placement::Unbound)
-        .io_memory(1 << 20)
-        .spawn(move || async move { f().await })
-        .expect("executor")
-        .join()
-        .expect("test body");
-}
 
 fn compacted_config() -> LogConfig {
     LogConfig {

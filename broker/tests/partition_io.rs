@@ -3,20 +3,11 @@
 
 use std::path::Path;
 
-use glommio::{LocalExecutorBuilder, Placement};
 use strand_broker::storage::segment::log_file_name;
 use strand_broker::storage::{LogConfig, Offset, PartitionLog, StorageOptions};
+use strand_broker::testkit::run_local as run;
 use strand_wire::batch::{set_base_offset, BatchHeader};
 use strand_wire::builder::filler_batch;
-
-fn run<F: std::future::Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
-    LocalExecutorBuilder::new(Placement::Unbound)
-        .io_memory(1 << 20)
-        .spawn(move || async move { f().await })
-        .expect("executor")
-        .join()
-        .expect("test body");
-}
 
 fn small_config() -> LogConfig {
     LogConfig {

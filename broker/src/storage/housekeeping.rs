@@ -40,12 +40,7 @@ impl PartitionLog {
     /// Deletes closed segments that `retention.ms` / `retention.bytes` no longer keep.
     /// Returns how many were deleted.
     pub async fn enforce_retention(&self, now_ms: i64) -> io::Result<usize> {
-        let _permit = self
-            .inner
-            .append_lock
-            .acquire_permit(1)
-            .await
-            .map_err(|e| io::Error::other(e.to_string()))?;
+        let _permit = self.lock_appends().await?;
         let removed = {
             let mut st = self.inner.state.borrow_mut();
             if !st.log.config().cleanup_policy.delete {
@@ -91,12 +86,7 @@ impl PartitionLog {
         if !due(self) {
             return Ok(false);
         }
-        let _permit = self
-            .inner
-            .append_lock
-            .acquire_permit(1)
-            .await
-            .map_err(|e| io::Error::other(e.to_string()))?;
+        let _permit = self.lock_appends().await?;
         if !due(self) {
             return Ok(false);
         }
@@ -186,6 +176,15 @@ impl PartitionLog {
             .spawn_blocking(move || cleaner::write_checkpoint(&dir, upper, due))
             .await?;
         Ok(Some(report))
+    }
+
+    /// Holds off appends (and rolls) while the caller changes the segment list.
+    async fn lock_appends(&self) -> io::Result<glommio::sync::Permit<'_>> {
+        self.inner
+            .append_lock
+            .acquire_permit(1)
+            .await
+            .map_err(|e| io::Error::other(e.to_string()))
     }
 
     /// Where the dirty part of the log starts (compaction progress).
