@@ -4,6 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+mod cli;
 use strand_broker::config::{BrokerConfig, DEFAULT_DATA_DIR};
 
 #[derive(Parser)]
@@ -25,6 +27,41 @@ enum Command {
     Tune(TuneArgs),
     /// Measure the data disk (O_DIRECT, io_uring) and write the io-properties file serve reads.
     Iotune(IotuneArgs),
+    /// Create, list, describe, delete topics and alter their configs.
+    Topic {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(subcommand)]
+        cmd: cli::TopicCmd,
+    },
+    /// Produce lines from stdin, one record each.
+    Produce {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(flatten)]
+        args: cli::ProduceArgs,
+    },
+    /// Print records of a topic.
+    Consume {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(flatten)]
+        args: cli::ConsumeArgs,
+    },
+    /// List and describe consumer groups (with lag), reset their offsets.
+    Group {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(subcommand)]
+        cmd: cli::GroupCmd,
+    },
+    /// The cluster's id, controller and brokers.
+    Cluster {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(subcommand)]
+        cmd: cli::ClusterCmd,
+    },
 }
 
 #[derive(clap::Args)]
@@ -88,6 +125,11 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve(args),
         Command::Tune(args) => tune(args),
         Command::Iotune(args) => iotune(args),
+        Command::Topic { conn, cmd } => cli::topic(conn, cmd),
+        Command::Produce { conn, args } => cli::produce(conn, args),
+        Command::Consume { conn, args } => cli::consume(conn, args),
+        Command::Group { conn, cmd } => cli::group(conn, cmd),
+        Command::Cluster { conn, cmd } => cli::cluster(conn, cmd),
     }
 }
 

@@ -1,6 +1,38 @@
-//! Strand's native Kafka client (placeholder).
+//! A native Kafka client for Strand (and any Kafka-compatible broker), thread-per-core: a
+//! sans-IO core (protocol versions and framing, partitioning, batching decisions) and a
+//! glommio driver (connections whose requests are pipelined). The `strand` command line and
+//! the load generator use it.
 //!
 //! # Layout
-//! Empty for now. Issue 7 brings a sans-IO core (request building, batching, Kafka's murmur2
-//! partitioner, retries, metadata) and a glommio driver, so the load generator can run it
-//! thread-per-core. It will depend only on `strand-wire`.
+//! Sans-IO:
+//! - [`protocol`] — `Wire`: API-version negotiation, request framing, matching responses to
+//!   requests by correlation id (codecs from `kafka-protocol` via `strand_wire`).
+//! - [`partitioner`] — Kafka's murmur2 key partitioner (same choice as the Java client and
+//!   librdkafka's `murmur2_random`) and the sticky partitioner for keyless records.
+//! - [`error`] — `ClientError`: a Kafka error code by name, or what went wrong locally.
+//!
+//! glommio driver:
+//! - [`conn`] — `BrokerConn`: one connection, a writer and a reader task, many requests in
+//!   flight.
+//! - [`cluster`] — `Cluster`: bootstrap, metadata, one connection per broker, shared.
+//! - [`admin`] — topics, configs, groups, offsets, as methods on `Cluster`.
+//! - [`producer`] — `Producer`: batching (`linger.ms`, `batch.size`), acks 0/1/all,
+//!   idempotence, delivery futures, bounded memory.
+//! - [`consumer`] — `Consumer`: assigned partitions, pipelined fetches, commits.
+//!
+//! Not yet (issue 7 continues): compression, joining groups (subscribe), transactions.
+
+pub mod admin;
+pub mod cluster;
+pub mod conn;
+pub mod consumer;
+pub mod error;
+pub mod partitioner;
+pub mod producer;
+pub mod protocol;
+
+pub use admin::{GroupInfo, OffsetSpec};
+pub use cluster::{Cluster, Metadata, TopicInfo};
+pub use consumer::{Consumer, ConsumerConfig, Record, StartAt};
+pub use error::ClientError;
+pub use producer::{Delivery, Producer, ProducerConfig};

@@ -107,3 +107,76 @@ def make_broker():
         b.stop()
         if not os.environ.get("STRAND_KEEP_TEST_DATA"):
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+KAFKA_LIBS = os.path.join(ROOT, "target", "kafka-libs")
+
+
+class KafkaBroker:
+    """A single-node Apache Kafka 4.x (KRaft) from the Maven Central jars in target/kafka-libs
+    (scripts/test fetches them), for running the same checks against Kafka."""
+
+    def __init__(self, work):
+        self.work = work
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.proc = None
+
+    def start(self):
+        props = os.path.join(self.work, "kafka.properties")
+        with open(props, "w") as f:
+            f.write(f"""process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:{self.controller_port}
+listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs={self.work}/data
+num.partitions=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+group.initial.rebalance.delay.ms=0
+""")
+        cp = os.path.join(KAFKA_LIBS, "*")
+        cluster_id = subprocess.run(
+            ["java", "-cp", cp, "kafka.tools.StorageTool", "random-uuid"],
+            capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+                        "-c", props], capture_output=True, check=True)
+        log = open(os.path.join(self.work, "kafka.log"), "w")
+        self.proc = subprocess.Popen(["java", "-Xmx512m", "-cp", cp, "kafka.Kafka", props],
+                                     stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                time.sleep(2)  # let the broker finish registering with its controller
+                return self
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("kafka exited: " + open(os.path.join(self.work, "kafka.log")).read()[-3000:])
+                time.sleep(0.2)
+        raise RuntimeError("kafka did not start listening")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    if not os.path.isdir(KAFKA_LIBS) or not shutil.which("java"):
+        pytest.skip("Apache Kafka jars not in target/kafka-libs (scripts/test fetches them)")
+    tmp = tempfile.mkdtemp(prefix="kafka-it-")
+    k = KafkaBroker(tmp).start()
+    yield k
+    k.stop()
+    shutil.rmtree(tmp, ignore_errors=True)

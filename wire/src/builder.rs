@@ -18,7 +18,6 @@ pub struct BatchBuilder {
     producer_id: i64,
     producer_epoch: i16,
     base_sequence: i32,
-    scratch: Vec<u8>,
 }
 
 impl BatchBuilder {
@@ -31,8 +30,15 @@ impl BatchBuilder {
             producer_id: -1,
             producer_epoch: -1,
             base_sequence: -1,
-            scratch: Vec::new(),
         }
+    }
+
+    /// A builder whose record buffer starts with room for `bytes` (no regrowth while filling a
+    /// batch of about that size).
+    pub fn with_capacity(base_timestamp_ms: i64, bytes: usize) -> BatchBuilder {
+        let mut b = BatchBuilder::new(base_timestamp_ms);
+        b.records.reserve(bytes);
+        b
     }
 
     /// Marks the batch as sent by an idempotent producer.
@@ -54,28 +60,34 @@ impl BatchBuilder {
     }
 
     fn push_record(&mut self, key: Option<&[u8]>, value: Option<&[u8]>, timestamp_delta_ms: i64) {
-        let body = &mut self.scratch;
-        body.clear();
-        body.push(0); // record attributes
-        put_varlong(body, timestamp_delta_ms);
-        put_varint(body, self.count);
-        match key {
-            Some(k) => {
-                put_varint(body, k.len() as i32);
-                body.extend_from_slice(k);
-            }
-            None => put_varint(body, -1),
+        use crate::varint::varlong_len;
+        let klen = key.map_or(-1, |k| k.len() as i64);
+        let vlen = value.map_or(-1, |v| v.len() as i64);
+        // The record body's length first (it prefixes the record), so the record is written
+        // straight into the batch: one copy of the key and value.
+        let body_len = 1
+            + varlong_len(timestamp_delta_ms)
+            + varlong_len(i64::from(self.count))
+            + varlong_len(klen)
+            + key.map_or(0, <[u8]>::len)
+            + varlong_len(vlen)
+            + value.map_or(0, <[u8]>::len)
+            + 1;
+        let out = &mut self.records;
+        out.reserve(body_len + 5);
+        put_varint(out, body_len as i32);
+        out.push(0); // record attributes
+        put_varlong(out, timestamp_delta_ms);
+        put_varint(out, self.count);
+        put_varlong(out, klen);
+        if let Some(k) = key {
+            out.extend_from_slice(k);
         }
-        match value {
-            Some(v) => {
-                put_varint(body, v.len() as i32);
-                body.extend_from_slice(v);
-            }
-            None => put_varint(body, -1),
+        put_varlong(out, vlen);
+        if let Some(v) = value {
+            out.extend_from_slice(v);
         }
-        put_varint(body, 0); // no headers
-        put_varint(&mut self.records, body.len() as i32);
-        self.records.extend_from_slice(body);
+        put_varint(out, 0); // no headers
         self.count += 1;
         self.max_timestamp_ms = self
             .max_timestamp_ms

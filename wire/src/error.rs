@@ -46,6 +46,7 @@ pub enum ErrorCode {
     MemberIdRequired = 79,
     GroupSubscribedToTopic = 86,
     CoordinatorNotAvailable = 15,
+    CoordinatorLoadInProgress = 14,
     InvalidProducerIdMapping = 49,
     PolicyViolation = 44,
 }
@@ -54,5 +55,74 @@ impl ErrorCode {
     /// The value sent on the wire.
     pub fn code(self) -> i16 {
         self as i16
+    }
+
+    /// The code for a wire value, if it is one this crate names.
+    pub fn from_code(code: i16) -> Option<ErrorCode> {
+        Some(match code {
+            -1 => ErrorCode::UnknownServerError,
+            0 => ErrorCode::None,
+            1 => ErrorCode::OffsetOutOfRange,
+            2 => ErrorCode::CorruptMessage,
+            3 => ErrorCode::UnknownTopicOrPartition,
+            4 => ErrorCode::InvalidFetchSize,
+            5 => ErrorCode::LeaderNotAvailable,
+            6 => ErrorCode::NotLeaderOrFollower,
+            7 => ErrorCode::RequestTimedOut,
+            10 => ErrorCode::MessageTooLarge,
+            17 => ErrorCode::InvalidTopicException,
+            18 => ErrorCode::RecordListTooLarge,
+            19 => ErrorCode::NotEnoughReplicas,
+            20 => ErrorCode::NotEnoughReplicasAfterAppend,
+            21 => ErrorCode::InvalidRequiredAcks,
+            32 => ErrorCode::InvalidTimestamp,
+            35 => ErrorCode::UnsupportedVersion,
+            36 => ErrorCode::TopicAlreadyExists,
+            37 => ErrorCode::InvalidPartitions,
+            38 => ErrorCode::InvalidReplicationFactor,
+            42 => ErrorCode::InvalidRequest,
+            40 => ErrorCode::InvalidConfig,
+            43 => ErrorCode::UnsupportedForMessageFormat,
+            45 => ErrorCode::OutOfOrderSequenceNumber,
+            46 => ErrorCode::DuplicateSequenceNumber,
+            47 => ErrorCode::InvalidProducerEpoch,
+            56 => ErrorCode::KafkaStorageError,
+            87 => ErrorCode::InvalidRecord,
+            16 => ErrorCode::NotCoordinator,
+            22 => ErrorCode::IllegalGeneration,
+            23 => ErrorCode::InconsistentGroupProtocol,
+            24 => ErrorCode::InvalidGroupId,
+            25 => ErrorCode::UnknownMemberId,
+            26 => ErrorCode::InvalidSessionTimeout,
+            27 => ErrorCode::RebalanceInProgress,
+            69 => ErrorCode::GroupIdNotFound,
+            68 => ErrorCode::NonEmptyGroup,
+            79 => ErrorCode::MemberIdRequired,
+            86 => ErrorCode::GroupSubscribedToTopic,
+            15 => ErrorCode::CoordinatorNotAvailable,
+            14 => ErrorCode::CoordinatorLoadInProgress,
+            49 => ErrorCode::InvalidProducerIdMapping,
+            44 => ErrorCode::PolicyViolation,
+            _ => return None,
+        })
+    }
+
+    /// Whether Kafka marks the error retriable (the same request may succeed later).
+    pub fn is_retriable(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::CorruptMessage
+                | ErrorCode::UnknownTopicOrPartition
+                | ErrorCode::LeaderNotAvailable
+                | ErrorCode::NotLeaderOrFollower
+                | ErrorCode::RequestTimedOut
+                | ErrorCode::NotEnoughReplicas
+                | ErrorCode::NotEnoughReplicasAfterAppend
+                | ErrorCode::KafkaStorageError
+                | ErrorCode::NotCoordinator
+                | ErrorCode::CoordinatorNotAvailable
+                | ErrorCode::CoordinatorLoadInProgress
+                | ErrorCode::RebalanceInProgress
+        )
     }
 }

@@ -21,6 +21,8 @@ use crate::varint::get_varlong;
 pub struct RecordView<'a> {
     /// Offset relative to the batch's base offset.
     pub offset_delta: i64,
+    /// Timestamp relative to the batch's base timestamp (CreateTime batches).
+    pub timestamp_delta: i64,
     /// `None` for a null key.
     pub key: Option<&'a [u8]>,
     /// `None` for a null value: a tombstone on a compacted topic.
@@ -85,7 +87,7 @@ fn parse_one(batch: &[u8], start: usize, end: usize) -> Option<RecordView<'_>> {
     let len = usize::try_from(next(&mut at)?).ok()?;
     let rec_end = at.checked_add(len).filter(|&e| e <= end)?;
     at += 1; // attributes
-    next(&mut at)?; // timestamp delta
+    let timestamp_delta = next(&mut at)?;
     let offset_delta = next(&mut at)?;
     let bytes = |at: &mut usize| -> Option<Option<&[u8]>> {
         let n = next(at)?;
@@ -107,6 +109,7 @@ fn parse_one(batch: &[u8], start: usize, end: usize) -> Option<RecordView<'_>> {
     }
     Some(RecordView {
         offset_delta,
+        timestamp_delta,
         key,
         value,
         range: start..rec_end,

@@ -20,21 +20,8 @@ use rdkafka::ClientContext;
 #[derive(Parser)]
 #[command(about = "Producer load generator on librdkafka (ProducerPerformance's output format)")]
 struct Args {
-    #[arg(long, default_value = "127.0.0.1:9092")]
-    bootstrap: String,
-    #[arg(long)]
-    topic: String,
-    #[arg(long, default_value_t = 1_000_000)]
-    records: u64,
-    #[arg(long, default_value_t = 1024)]
-    record_size: usize,
-    /// 0, 1, or -1/all.
-    #[arg(long, default_value = "1", allow_hyphen_values = true)]
-    acks: String,
-    #[arg(long, default_value_t = 5)]
-    linger_ms: u64,
-    #[arg(long, default_value_t = 16384)]
-    batch_size: usize,
+    #[command(flatten)]
+    common: strand_bench_harness::ProducerArgs,
     /// Records per second (0 = as fast as possible). At a fixed rate, latency counts from the
     /// intended send time, so a stalled broker is not hidden (coordinated omission).
     #[arg(long, default_value_t = 0)]
@@ -69,16 +56,14 @@ impl ProducerContext for Ctx {
 fn main() {
     let args = Args::parse();
     let ctx = Ctx {
-        hist: std::sync::Mutex::new(
-            Histogram::new_with_bounds(1, 600_000_000, 3).expect("histogram"),
-        ),
+        hist: std::sync::Mutex::new(strand_bench_harness::latency_histogram()),
         errors: std::sync::atomic::AtomicU64::new(0),
     };
     let producer: ThreadedProducer<Ctx> = match ClientConfig::new()
-        .set("bootstrap.servers", &args.bootstrap)
-        .set("acks", &args.acks)
-        .set("linger.ms", args.linger_ms.to_string())
-        .set("batch.size", args.batch_size.to_string())
+        .set("bootstrap.servers", &args.common.bootstrap)
+        .set("acks", &args.common.acks)
+        .set("linger.ms", args.common.linger_ms.to_string())
+        .set("batch.size", args.common.batch_size.to_string())
         .set("queue.buffering.max.kbytes", "1048576")
         .create_with_context(ctx)
     {
@@ -88,9 +73,9 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let payload = vec![b'x'; args.record_size];
+    let payload = vec![b'x'; args.common.record_size];
     let start = Instant::now();
-    for i in 0..args.records {
+    for i in 0..args.common.records {
         let sent = if args.throughput > 0 {
             let intended = start + Duration::from_secs_f64(i as f64 / args.throughput as f64);
             if let Some(wait) = intended.checked_duration_since(Instant::now()) {
@@ -102,7 +87,7 @@ fn main() {
         };
         let key = (args.keys > 0).then(|| format!("key-{}", i % args.keys));
         let mut record =
-            BaseRecord::with_opaque_to(&args.topic, Box::new(sent)).payload(&payload[..]);
+            BaseRecord::with_opaque_to(&args.common.topic, Box::new(sent)).payload(&payload[..]);
         if let Some(k) = &key {
             record = record.key(k.as_bytes());
         }
@@ -132,20 +117,16 @@ fn main() {
         .lock()
         .map(|h| h.clone())
         .unwrap_or_else(|e| e.into_inner().clone());
-    let ms = |q: f64| h.value_at_quantile(q) / 1000;
-    let rate = args.records as f64 / elapsed;
     println!(
-        "{} records sent, {:.1} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, {} ms 50th, {} ms 95th, {} ms 99th, {} ms 99.9th.",
-        args.records,
-        rate,
-        rate * args.record_size as f64 / (1024.0 * 1024.0),
-        h.mean() / 1000.0,
-        h.max() as f64 / 1000.0,
-        ms(0.50),
-        ms(0.95),
-        ms(0.99),
-        ms(0.999)
+        "{}",
+        strand_bench_harness::summary_line(
+            args.common.records,
+            args.common.record_size,
+            elapsed,
+            &h
+        )
     );
+
     let us = |q: f64| h.value_at_quantile(q);
     println!(
         "latency us: p50 {} p95 {} p99 {} p99.9 {} max {}",

@@ -1,0 +1,308 @@
+//! The consumer: partitions are assigned explicitly (from the earliest, latest or committed
+//! offset, or a given one), fetched from each leader with the next fetch already in flight
+//! while the caller handles the last one, and committed for a group outside any generation
+//! (a "simple consumer"; joining a group with the classic protocol is not built yet).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use bytes::Bytes;
+use futures_channel::oneshot;
+use strand_wire::batch::{peek_total_len, BatchHeader};
+use strand_wire::kafka::messages::fetch_request::{FetchPartition, FetchTopic};
+use strand_wire::kafka::messages::{FetchRequest, RequestKind, ResponseKind, TopicName};
+use strand_wire::kafka::protocol::StrBytes;
+
+use crate::admin::OffsetSpec;
+use crate::cluster::Cluster;
+use crate::error::ClientError;
+
+/// One consumed record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp_ms: i64,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+}
+
+/// Where an assigned partition starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartAt {
+    Earliest,
+    Latest,
+    Offset(i64),
+    /// The group's committed offset, else the earliest.
+    Committed,
+}
+
+/// Consumer settings, by the Java client's names.
+#[derive(Clone, Debug)]
+pub struct ConsumerConfig {
+    /// `group.id`: where `commit` and `StartAt::Committed` go.
+    pub group: Option<String>,
+    /// `fetch.max.wait.ms`
+    pub max_wait_ms: i32,
+    /// `max.partition.fetch.bytes`
+    pub partition_max_bytes: i32,
+    /// `isolation.level`: 0 read_uncommitted, 1 read_committed.
+    pub isolation_level: i8,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        ConsumerConfig {
+            group: None,
+            max_wait_ms: 500,
+            partition_max_bytes: 1 << 20,
+            isolation_level: 0,
+        }
+    }
+}
+
+type FetchReply = oneshot::Receiver<Result<ResponseKind, ClientError>>;
+/// (topic, partition) and the offset a fetch asked for.
+type Position = ((String, i32), i64);
+
+pub struct Consumer {
+    cluster: Cluster,
+    config: ConsumerConfig,
+    /// Next offset to fetch, per assigned partition.
+    positions: BTreeMap<(String, i32), i64>,
+    /// End offsets (high watermarks) seen in the last fetches.
+    high_watermarks: BTreeMap<(String, i32), i64>,
+    ready: VecDeque<Record>,
+    /// Fetches in flight, per leader, with the positions they were sent for.
+    in_flight: HashMap<i32, (FetchReply, Vec<Position>)>,
+}
+
+impl Consumer {
+    pub fn new(cluster: Cluster, config: ConsumerConfig) -> Consumer {
+        Consumer {
+            cluster,
+            config,
+            positions: BTreeMap::new(),
+            high_watermarks: BTreeMap::new(),
+            ready: VecDeque::new(),
+            in_flight: HashMap::new(),
+        }
+    }
+
+    /// Assigns `partitions` of `topic` (`None`: all of them), starting at `start`.
+    pub async fn assign(
+        &mut self,
+        topic: &str,
+        partitions: Option<&[i32]>,
+        start: StartAt,
+    ) -> Result<(), ClientError> {
+        let info = self.cluster.topic(topic).await?;
+        let all: Vec<i32> = (0..info.leaders.len() as i32).collect();
+        let chosen: Vec<i32> = partitions.map_or(all.clone(), <[i32]>::to_vec);
+        if let Some(bad) = chosen.iter().find(|p| !all.contains(p)) {
+            return Err(ClientError::Invalid(format!(
+                "topic {topic:?} has no partition {bad} (it has {})",
+                all.len()
+            )));
+        }
+        let earliest = self
+            .cluster
+            .list_offsets(topic, OffsetSpec::Earliest)
+            .await?;
+        let latest = self.cluster.list_offsets(topic, OffsetSpec::Latest).await?;
+        let committed = match (&self.config.group, start) {
+            (Some(g), StartAt::Committed) => self.cluster.committed(g, Some(topic)).await?,
+            _ => BTreeMap::new(),
+        };
+        for p in chosen {
+            let i = p as usize;
+            let at = match start {
+                StartAt::Earliest => earliest[i],
+                StartAt::Latest => latest[i],
+                StartAt::Offset(o) => o,
+                StartAt::Committed => committed
+                    .get(&(topic.to_string(), p))
+                    .copied()
+                    .unwrap_or(earliest[i]),
+            };
+            self.positions.insert((topic.to_string(), p), at);
+            self.high_watermarks
+                .insert((topic.to_string(), p), latest[i]);
+        }
+        Ok(())
+    }
+
+    /// Moves an assigned partition's position.
+    pub fn seek(&mut self, topic: &str, partition: i32, offset: i64) {
+        self.in_flight.clear();
+        self.ready
+            .retain(|r| !(r.topic == topic && r.partition == partition));
+        self.positions
+            .insert((topic.to_string(), partition), offset);
+    }
+
+    pub fn positions(&self) -> &BTreeMap<(String, i32), i64> {
+        &self.positions
+    }
+
+    /// Whether every assigned partition's position has reached the end seen last.
+    pub fn at_end(&self) -> bool {
+        self.positions
+            .iter()
+            .all(|(tp, pos)| self.high_watermarks.get(tp).is_some_and(|hw| pos >= hw))
+    }
+
+    /// The next records (waiting up to `fetch.max.wait.ms` for some). Empty: nothing new.
+    pub async fn poll(&mut self) -> Result<Vec<Record>, ClientError> {
+        if self.ready.is_empty() {
+            self.start_fetches().await?;
+            let leaders: Vec<i32> = self.in_flight.keys().copied().collect();
+            for leader in leaders {
+                let Some((rx, sent)) = self.in_flight.remove(&leader) else {
+                    continue;
+                };
+                let answer = rx
+                    .await
+                    .map_err(|_| ClientError::Io(std::io::Error::other("connection closed")))??;
+                self.absorb(answer, &sent)?;
+            }
+            // Pipelining: the next fetches go out before the caller handles these records.
+            self.start_fetches().await?;
+        }
+        Ok(self.ready.drain(..).collect())
+    }
+
+    /// Commits the current positions for the consumer's group.
+    pub async fn commit(&self) -> Result<(), ClientError> {
+        let group = self.config.group.as_deref().ok_or_else(|| {
+            ClientError::Invalid("commit needs a group (--group / group.id)".into())
+        })?;
+        self.cluster.commit(group, &self.positions).await
+    }
+
+    async fn start_fetches(&mut self) -> Result<(), ClientError> {
+        let mut by_leader: BTreeMap<i32, Vec<Position>> = BTreeMap::new();
+        for (tp, &pos) in &self.positions {
+            let leader = self.cluster.leader_of(&tp.0, tp.1).await?;
+            if !self.in_flight.contains_key(&leader) {
+                by_leader.entry(leader).or_default().push((tp.clone(), pos));
+            }
+        }
+        for (leader, parts) in by_leader {
+            let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+            for ((t, p), pos) in &parts {
+                let mut fp = FetchPartition::default();
+                fp.partition = *p;
+                fp.current_leader_epoch = -1;
+                fp.fetch_offset = *pos;
+                fp.last_fetched_epoch = -1;
+                fp.log_start_offset = -1;
+                fp.partition_max_bytes = self.config.partition_max_bytes;
+                topics.entry(t.as_str()).or_default().push(fp);
+            }
+            let mut req = FetchRequest::default();
+            req.replica_id = strand_wire::kafka::messages::BrokerId(-1);
+            req.max_wait_ms = self.config.max_wait_ms;
+            req.min_bytes = 1;
+            req.max_bytes = 64 << 20;
+            req.isolation_level = self.config.isolation_level;
+            req.session_epoch = -1;
+            req.topics = topics
+                .into_iter()
+                .map(|(t, ps)| {
+                    let mut ft = FetchTopic::default();
+                    ft.topic = TopicName(StrBytes::from_string(t.to_string()));
+                    ft.partitions = ps;
+                    ft
+                })
+                .collect();
+            let conn = self.cluster.broker(leader).await?;
+            let rx = conn
+                .start(RequestKind::Fetch(req), true)?
+                .ok_or_else(|| ClientError::Protocol("no response expected".into()))?;
+            self.in_flight.insert(leader, (rx, parts));
+        }
+        Ok(())
+    }
+
+    fn absorb(&mut self, answer: ResponseKind, sent: &[Position]) -> Result<(), ClientError> {
+        let ResponseKind::Fetch(r) = answer else {
+            return Err(ClientError::Protocol("unexpected Fetch answer".into()));
+        };
+        ClientError::check(r.error_code, Some("Fetch"))?;
+        for t in r.responses {
+            let topic = t.topic.0.to_string();
+            for p in t.partitions {
+                let tp = (topic.clone(), p.partition_index);
+                let Some(&(_, fetched_at)) = sent.iter().find(|(k, _)| *k == tp) else {
+                    continue;
+                };
+                if self.positions.get(&tp) != Some(&fetched_at) {
+                    continue; // seeked meanwhile
+                }
+                ClientError::check(p.error_code, Some(&format!("{}-{}", tp.0, tp.1)))?;
+                self.high_watermarks.insert(tp.clone(), p.high_watermark);
+                let next = decode_records(&tp, fetched_at, p.records.as_ref(), &mut self.ready)?;
+                self.positions.insert(tp, next);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Appends the records at or after `from` to `out`; returns the next offset to fetch.
+fn decode_records(
+    tp: &(String, i32),
+    from: i64,
+    records: Option<&Bytes>,
+    out: &mut VecDeque<Record>,
+) -> Result<i64, ClientError> {
+    let Some(mut rest) = records.cloned() else {
+        return Ok(from);
+    };
+    let mut next = from;
+    while let Some(len) = peek_total_len(&rest) {
+        if len > rest.len() {
+            break; // a partial batch at the end of the response
+        }
+        let batch = rest.split_to(len);
+        let h = strand_wire::batch::validate(&batch)
+            .map_err(|e| ClientError::Protocol(format!("{}-{}: bad batch: {e}", tp.0, tp.1)))?;
+        next = next.max(h.last_offset() + 1);
+        if h.is_control() {
+            continue;
+        }
+        if h.attributes & 0x7 != 0 {
+            return Err(ClientError::Unsupported(format!(
+                "{}-{}: compressed batches are not decoded by this client yet",
+                tp.0, tp.1
+            )));
+        }
+        let log_append_time = h.attributes & 0x8 != 0;
+        for r in strand_wire::records::records(&batch)
+            .map_err(|e| ClientError::Protocol(format!("{}-{}: {e}", tp.0, tp.1)))?
+        {
+            let offset = h.base_offset + r.offset_delta;
+            if offset < from {
+                continue;
+            }
+            out.push_back(Record {
+                topic: tp.0.clone(),
+                partition: tp.1,
+                offset,
+                timestamp_ms: timestamp(&h, r.timestamp_delta, log_append_time),
+                key: r.key.map(|k| batch.slice_ref(k)),
+                value: r.value.map(|v| batch.slice_ref(v)),
+            });
+        }
+    }
+    Ok(next)
+}
+
+fn timestamp(h: &BatchHeader, delta: i64, log_append_time: bool) -> i64 {
+    if log_append_time {
+        h.max_timestamp_ms
+    } else {
+        h.base_timestamp_ms + delta
+    }
+}

@@ -1,0 +1,499 @@
+//! The producer: records are batched per partition (`batch.size`, `linger.ms`), keyed records
+//! go to Kafka's murmur2 partition and keyless ones stick to a partition per batch, batches go
+//! to each partition's leader pipelined on its connection, and every record gets a delivery
+//! future resolving to its (partition, offset). Idempotent by default with `acks=all`
+//! (producer id + per-partition sequence numbers, as the Java client does). Memory is bounded
+//! (`buffer.memory`): `send` waits while that many bytes are unacknowledged.
+//!
+//! Not yet: compression, retries that reorder safely with several batches in flight (a failed
+//! batch is retried up to `retries` times, which can reorder it behind later ones unless
+//! idempotence makes the broker refuse the gap), transactions.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use event_listener::Event;
+use strand_wire::builder::BatchBuilder;
+use strand_wire::kafka::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use strand_wire::kafka::messages::{
+    InitProducerIdRequest, ProduceRequest, RequestKind, ResponseKind, TopicName,
+};
+use strand_wire::kafka::protocol::StrBytes;
+
+use crate::cluster::{Cluster, REQUEST_TIMEOUT};
+use crate::error::ClientError;
+use crate::partitioner::{partition_for_key, Sticky};
+
+/// Producer settings, by the Java client's names.
+#[derive(Clone, Debug)]
+pub struct ProducerConfig {
+    /// `acks`: 0, 1 or -1 (all).
+    pub acks: i16,
+    /// `linger.ms`: how long a batch waits for more records.
+    pub linger_ms: u64,
+    /// `batch.size`: a batch is sent once it reaches this many bytes.
+    pub batch_size: usize,
+    /// `enable.idempotence`: on by default when `acks=-1`.
+    pub idempotence: bool,
+    /// `buffer.memory`: unacknowledged bytes before `send` waits.
+    pub buffer_memory: usize,
+    /// `retries` of a batch that failed with a retriable error.
+    pub retries: u32,
+    /// `max.in.flight.requests.per.connection` (5 with idempotence, as Kafka requires; more
+    /// without, as librdkafka allows).
+    pub max_in_flight: usize,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        ProducerConfig {
+            acks: -1,
+            linger_ms: 5,
+            batch_size: 16 * 1024,
+            idempotence: true,
+            buffer_memory: 32 << 20,
+            retries: 5,
+            max_in_flight: 100,
+        }
+    }
+}
+
+/// One record's delivery: [`Delivery::wait`] resolves to its (partition, offset) (offset -1
+/// with `acks=0`). The records of a batch share one outcome (one allocation per batch, not per
+/// record).
+pub struct Delivery {
+    batch: Rc<Outcome>,
+    index: u32,
+}
+
+/// A batch's fate, shared by its records' [`Delivery`] handles.
+#[derive(Default)]
+struct Outcome {
+    /// (partition, base offset) or the error's text, once known.
+    result: RefCell<Option<Result<(i32, i64), String>>>,
+    done: Event,
+}
+
+impl Delivery {
+    pub async fn wait(self) -> Result<(i32, i64), ClientError> {
+        loop {
+            let listener = self.batch.done.listen();
+            if let Some(r) = self.batch.result.borrow().as_ref() {
+                return match r {
+                    Ok((p, base)) if *base >= 0 => Ok((*p, base + i64::from(self.index))),
+                    Ok((p, _)) => Ok((*p, -1)),
+                    Err(e) => Err(ClientError::Invalid(e.clone())),
+                };
+            }
+            listener.await;
+        }
+    }
+}
+
+struct OpenBatch {
+    builder: BatchBuilder,
+    base_ms: i64,
+    outcome: Rc<Outcome>,
+    bytes: usize,
+    /// Distinguishes this batch from a later one of the same partition (linger timers).
+    generation: u64,
+}
+
+struct Inner {
+    cluster: Cluster,
+    config: ProducerConfig,
+    /// Topic -> partition -> the batch being filled.
+    open: RefCell<HashMap<String, HashMap<i32, OpenBatch>>>,
+    sticky: RefCell<HashMap<String, Sticky>>,
+    sequences: RefCell<HashMap<(String, i32), i32>>,
+    producer: Cell<(i64, i16)>,
+    generation: Cell<u64>,
+    /// Bytes in open or unacknowledged batches.
+    buffered: Cell<usize>,
+    released: Event,
+    in_flight: Cell<usize>,
+    idle: Event,
+    /// Per broker: batches queued and in flight (bounded by `max_in_flight`).
+    queues: RefCell<HashMap<i32, BrokerQueue>>,
+}
+
+/// A producer on the current glommio executor; clones share it.
+#[derive(Clone)]
+pub struct Producer {
+    inner: Rc<Inner>,
+}
+
+impl Producer {
+    pub async fn new(
+        cluster: Cluster,
+        mut config: ProducerConfig,
+    ) -> Result<Producer, ClientError> {
+        if config.acks != -1 {
+            // Kafka's rule: idempotence needs acks=all.
+            config.idempotence = false;
+        }
+        if config.idempotence {
+            config.max_in_flight = config.max_in_flight.min(5);
+        }
+        let p = Producer {
+            inner: Rc::new(Inner {
+                cluster,
+                config,
+                open: RefCell::new(HashMap::new()),
+                sticky: RefCell::new(HashMap::new()),
+                sequences: RefCell::new(HashMap::new()),
+                producer: Cell::new((-1, -1)),
+                generation: Cell::new(0),
+                buffered: Cell::new(0),
+                released: Event::new(),
+                in_flight: Cell::new(0),
+                idle: Event::new(),
+                queues: RefCell::new(HashMap::new()),
+            }),
+        };
+        if p.inner.config.idempotence {
+            let (id, epoch) = crate::cluster::retrying(|| p.init_producer_id()).await?;
+            p.inner.producer.set((id, epoch));
+        }
+        Ok(p)
+    }
+
+    async fn init_producer_id(&self) -> Result<(i64, i16), ClientError> {
+        let mut req = InitProducerIdRequest::default();
+        req.transactional_id = None;
+        req.transaction_timeout_ms = 60_000;
+        req.producer_id = strand_wire::kafka::messages::ProducerId(-1);
+        req.producer_epoch = -1;
+        let ResponseKind::InitProducerId(r) = self
+            .inner
+            .cluster
+            .request(RequestKind::InitProducerId(req))
+            .await?
+        else {
+            return Err(ClientError::Protocol(
+                "unexpected InitProducerId answer".into(),
+            ));
+        };
+        ClientError::check(r.error_code, Some("InitProducerId"))?;
+        Ok((r.producer_id.0, r.producer_epoch))
+    }
+
+    /// Queues one record; the returned future resolves once the broker has it (per `acks`).
+    pub async fn send(
+        &self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: &[u8],
+    ) -> Result<Delivery, ClientError> {
+        let inner = &self.inner;
+        let size = value.len() + key.map_or(0, <[u8]>::len) + 32;
+        while inner.buffered.get() + size > inner.config.buffer_memory && inner.buffered.get() > 0 {
+            let l = inner.released.listen();
+            if inner.buffered.get() + size <= inner.config.buffer_memory {
+                break;
+            }
+            l.await;
+        }
+        let partitions = match inner.cluster.partition_count(topic) {
+            Some(n) => n,
+            None => inner.cluster.topic(topic).await?.leaders.len() as i32,
+        };
+        if partitions == 0 {
+            return Err(ClientError::Invalid(format!(
+                "topic {topic:?} has no partitions"
+            )));
+        }
+        let partition = match key {
+            Some(k) => partition_for_key(k, partitions),
+            None => inner
+                .sticky
+                .borrow_mut()
+                .entry(topic.to_string())
+                .or_insert_with(|| Sticky::new(seed()))
+                .partition(partitions),
+        };
+        let now_ms = now_ms();
+        let full = {
+            let mut open = inner.open.borrow_mut();
+            if !open.contains_key(topic) {
+                open.insert(topic.to_string(), HashMap::new());
+            }
+            let parts = open.get_mut(topic).expect("inserted above");
+            let batch = parts.entry(partition).or_insert_with(|| {
+                let generation = inner.generation.get() + 1;
+                inner.generation.set(generation);
+                self.arm_linger((topic.to_string(), partition), generation);
+                OpenBatch {
+                    builder: BatchBuilder::with_capacity(now_ms, inner.config.batch_size + 1024),
+                    base_ms: now_ms,
+                    outcome: Rc::new(Outcome::default()),
+                    bytes: 0,
+                    generation,
+                }
+            });
+            batch
+                .builder
+                .push(key, value, (now_ms - batch.base_ms).max(0));
+            let delivery = Delivery {
+                batch: Rc::clone(&batch.outcome),
+                index: (batch.builder.len() - 1) as u32,
+            };
+            batch.bytes += size;
+            inner.buffered.set(inner.buffered.get() + size);
+            (
+                batch.builder.encoded_len() >= inner.config.batch_size,
+                delivery,
+            )
+        };
+        let (full, delivery) = full;
+        if full {
+            self.dispatch(&(topic.to_string(), partition));
+        }
+        Ok(delivery)
+    }
+
+    /// Sends every open batch and waits until every record is acknowledged (or failed).
+    pub async fn flush(&self) {
+        let keys: Vec<(String, i32)> = self
+            .inner
+            .open
+            .borrow()
+            .iter()
+            .flat_map(|(t, parts)| parts.keys().map(move |p| (t.clone(), *p)))
+            .collect();
+        for tp in keys {
+            self.dispatch(&tp);
+        }
+        while self.inner.in_flight.get() > 0 {
+            let l = self.inner.idle.listen();
+            if self.inner.in_flight.get() == 0 {
+                break;
+            }
+            l.await;
+        }
+    }
+
+    fn arm_linger(&self, tp: (String, i32), generation: u64) {
+        let weak = Rc::downgrade(&self.inner);
+        let linger = Duration::from_millis(self.inner.config.linger_ms);
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(linger).await;
+            let Some(inner) = weak.upgrade() else { return };
+            let same = inner
+                .open
+                .borrow()
+                .get(&tp.0)
+                .and_then(|parts| parts.get(&tp.1))
+                .is_some_and(|b| b.generation == generation);
+            if same {
+                Producer { inner }.dispatch(&tp);
+            }
+        })
+        .detach();
+    }
+
+    /// Closes the partition's open batch and queues it for the partition's leader.
+    fn dispatch(&self, tp: &(String, i32)) {
+        let Some(batch) = self
+            .inner
+            .open
+            .borrow_mut()
+            .get_mut(&tp.0)
+            .and_then(|parts| parts.remove(&tp.1))
+        else {
+            return;
+        };
+        let partitions = self.inner.cluster.partition_count(&tp.0).unwrap_or(1);
+        if let Some(s) = self.inner.sticky.borrow_mut().get_mut(&tp.0) {
+            s.batch_sent(tp.1, partitions);
+        }
+        let count = batch.builder.len() as i32;
+        let builder = if self.inner.config.idempotence {
+            let (pid, epoch) = self.inner.producer.get();
+            let mut seqs = self.inner.sequences.borrow_mut();
+            let seq = seqs.entry(tp.clone()).or_insert(0);
+            let base = *seq;
+            *seq = seq.wrapping_add(count) & i32::MAX;
+            batch.builder.producer(pid, epoch, base)
+        } else {
+            batch.builder
+        };
+        let ready = Ready {
+            tp: tp.clone(),
+            records: Bytes::from(builder.finish()),
+            outcome: batch.outcome,
+            bytes: batch.bytes,
+        };
+        self.inner.in_flight.set(self.inner.in_flight.get() + 1);
+        match self.inner.cluster.leader(&tp.0, tp.1) {
+            Some(leader) => self.enqueue(leader, ready),
+            None => {
+                let me = self.clone();
+                glommio::spawn_local(async move {
+                    let leader = me
+                        .inner
+                        .cluster
+                        .topic(&ready.tp.0)
+                        .await
+                        .ok()
+                        .and_then(|t| t.leaders.get(ready.tp.1 as usize).copied());
+                    me.enqueue(leader.unwrap_or(-1), ready);
+                })
+                .detach();
+            }
+        }
+    }
+
+    /// Queues a batch for `leader` and sends what the in-flight limit allows.
+    fn enqueue(&self, leader: i32, ready: Ready) {
+        self.inner
+            .queues
+            .borrow_mut()
+            .entry(leader)
+            .or_default()
+            .waiting
+            .push_back(ready);
+        self.pump(leader);
+    }
+
+    /// Starts queued batches for `leader` while fewer than `max.in.flight` are outstanding.
+    /// Each runs in a task of its own: send (pipelined on the connection), await the answer,
+    /// retry retriable failures, resolve the delivery futures, then pump again.
+    fn pump(&self, leader: i32) {
+        loop {
+            let next = {
+                let mut queues = self.inner.queues.borrow_mut();
+                let q = queues.entry(leader).or_default();
+                if q.sending >= self.inner.config.max_in_flight {
+                    return;
+                }
+                let Some(ready) = q.waiting.pop_front() else {
+                    return;
+                };
+                q.sending += 1;
+                ready
+            };
+            let me = self.clone();
+            glommio::spawn_local(async move {
+                let result = me.produce(&next.tp, next.records.clone()).await;
+                me.complete(next, result);
+                if let Some(q) = me.inner.queues.borrow_mut().get_mut(&leader) {
+                    q.sending -= 1;
+                }
+                me.pump(leader);
+            })
+            .detach();
+        }
+    }
+
+    fn complete(&self, ready: Ready, result: Result<i64, ClientError>) {
+        let partition = ready.tp.1;
+        *ready.outcome.result.borrow_mut() = Some(match result {
+            Ok(base) => Ok((partition, base)),
+            Err(e) => Err(format!("{}-{}: {e}", ready.tp.0, ready.tp.1)),
+        });
+        ready.outcome.done.notify(usize::MAX);
+        let inner = &self.inner;
+        inner
+            .buffered
+            .set(inner.buffered.get().saturating_sub(ready.bytes));
+        inner.released.notify(usize::MAX);
+        inner.in_flight.set(inner.in_flight.get() - 1);
+        if inner.in_flight.get() == 0 {
+            inner.idle.notify(usize::MAX);
+        }
+    }
+
+    /// Sends one batch to the partition's leader, retrying retriable failures. Returns the base
+    /// offset (-1 with acks=0).
+    async fn produce(&self, tp: &(String, i32), records: Bytes) -> Result<i64, ClientError> {
+        let inner = &self.inner;
+        let mut attempt = 0;
+        loop {
+            let result = self.produce_once(tp, records.clone()).await;
+            match result {
+                Err(e) if e.is_retriable() && attempt < inner.config.retries => {
+                    attempt += 1;
+                    glommio::timer::sleep(Duration::from_millis(100)).await;
+                    let _ = inner.cluster.refresh(Some(&[tp.0.as_str()])).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn produce_once(&self, tp: &(String, i32), records: Bytes) -> Result<i64, ClientError> {
+        let inner = &self.inner;
+        let leader = inner.cluster.leader_of(&tp.0, tp.1).await?;
+        let conn = inner.cluster.broker(leader).await?;
+        let mut pd = PartitionProduceData::default();
+        pd.index = tp.1;
+        pd.records = Some(records);
+        let mut td = TopicProduceData::default();
+        td.name = TopicName(StrBytes::from_string(tp.0.clone()));
+        td.partition_data = vec![pd];
+        let mut req = ProduceRequest::default();
+        req.transactional_id = None;
+        req.acks = inner.config.acks;
+        req.timeout_ms = REQUEST_TIMEOUT.as_millis() as i32;
+        req.topic_data = vec![td];
+        if inner.config.acks == 0 {
+            conn.send_only(RequestKind::Produce(req))?;
+            return Ok(-1);
+        }
+        let rx = conn
+            .start(RequestKind::Produce(req), true)?
+            .ok_or_else(|| ClientError::Protocol("no response expected".into()))?;
+        let answer = futures_lite::future::or(
+            async {
+                rx.await
+                    .map_err(|_| ClientError::Io(std::io::Error::other("connection closed")))?
+            },
+            async {
+                glommio::timer::sleep(REQUEST_TIMEOUT).await;
+                Err(ClientError::Timeout("produce".into()))
+            },
+        )
+        .await?;
+        let ResponseKind::Produce(r) = answer else {
+            return Err(ClientError::Protocol("unexpected Produce answer".into()));
+        };
+        let p = r
+            .responses
+            .into_iter()
+            .flat_map(|t| t.partition_responses)
+            .find(|p| p.index == tp.1)
+            .ok_or_else(|| ClientError::Protocol("Produce answer without the partition".into()))?;
+        ClientError::check(p.error_code, p.error_message.as_deref())?;
+        Ok(p.base_offset)
+    }
+}
+
+/// A closed batch on its way to a broker.
+struct Ready {
+    tp: (String, i32),
+    records: Bytes,
+    outcome: Rc<Outcome>,
+    bytes: usize,
+}
+
+/// Per broker: batches waiting for an in-flight slot, and how many are being sent.
+#[derive(Default)]
+struct BrokerQueue {
+    waiting: std::collections::VecDeque<Ready>,
+    sending: usize,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn seed() -> u64 {
+    let t = Instant::now().elapsed().as_nanos() as u64;
+    now_ms() as u64 ^ t.rotate_left(17) ^ u64::from(std::process::id())
+}

@@ -1,0 +1,566 @@
+//! The client commands of `strand` (in the spirit of Redpanda's `rpk`, with Kafka's config
+//! names): `topic`, `produce`, `consume`, `group`, `cluster`. Each runs on one glommio
+//! executor with the native client (`strand-client`), against any Kafka-compatible broker.
+//! Tables by default, `--json` for scripts; errors say what went wrong and what to do.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+use strand_client::{
+    ClientError, Cluster, Consumer, ConsumerConfig, OffsetSpec, Producer, ProducerConfig, StartAt,
+};
+
+#[derive(Args)]
+pub struct Conn {
+    /// Brokers to bootstrap from (`host:port[,host:port...]`).
+    #[arg(
+        long,
+        env = "STRAND_BROKERS",
+        default_value = "127.0.0.1:9092",
+        global = true
+    )]
+    brokers: String,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum TopicCmd {
+    /// Create a topic.
+    Create {
+        name: String,
+        #[arg(long, short = 'p', default_value_t = -1)]
+        partitions: i32,
+        /// Topic config, repeatable: `-c cleanup.policy=compact`.
+        #[arg(long = "config", short = 'c', value_parser = parse_kv)]
+        configs: Vec<(String, String)>,
+    },
+    /// List topics with their partition counts.
+    List,
+    /// Partitions, leaders, end offsets and configs of a topic.
+    Describe { name: String },
+    /// Delete a topic and its data.
+    Delete { name: String },
+    /// Set (`--set k=v`) or remove (`--delete k`) topic configs.
+    AlterConfig {
+        name: String,
+        #[arg(long, value_parser = parse_kv)]
+        set: Vec<(String, String)>,
+        #[arg(long)]
+        delete: Vec<String>,
+    },
+}
+
+#[derive(Args)]
+pub struct ProduceArgs {
+    topic: String,
+    /// One key for every line.
+    #[arg(long, short = 'k')]
+    key: Option<String>,
+    /// Split each line at the first SEP into key and value (kafka-console-producer's
+    /// `parse.key` with `key.separator`).
+    #[arg(long)]
+    key_separator: Option<String>,
+    /// 0, 1 or all.
+    #[arg(long, default_value = "all")]
+    acks: String,
+    #[arg(long, default_value_t = 5)]
+    linger_ms: u64,
+}
+
+#[derive(Args)]
+pub struct ConsumeArgs {
+    topic: String,
+    /// Start at the earliest offset (default: the latest, or the group's committed offset).
+    #[arg(long)]
+    from_beginning: bool,
+    /// Read and commit offsets as this group (a simple consumer: no group membership).
+    #[arg(long, short = 'g')]
+    group: Option<String>,
+    /// Stop after this many records.
+    #[arg(long, short = 'n')]
+    num: Option<u64>,
+    /// Stop at the end offsets seen at start.
+    #[arg(long)]
+    until_end: bool,
+    /// Output per record: %t topic, %p partition, %o offset, %T timestamp, %k key, %v value,
+    /// \n \t. Default "%v\n" (`--json`: one object per line).
+    #[arg(long, short = 'f', default_value = "%v\\n")]
+    format: String,
+}
+
+#[derive(Subcommand)]
+pub enum GroupCmd {
+    /// List consumer groups and their states.
+    List,
+    /// State, members, and per-partition committed offset, end offset and lag.
+    Describe { group: String },
+    /// Move a group's committed offsets (the group must have no active members).
+    ResetOffsets {
+        group: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long, conflicts_with_all = ["to_latest", "to_offset"])]
+        to_earliest: bool,
+        #[arg(long, conflicts_with = "to_offset")]
+        to_latest: bool,
+        #[arg(long)]
+        to_offset: Option<i64>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ClusterCmd {
+    /// Cluster id, controller, brokers and topic count.
+    Info,
+}
+
+fn parse_kv(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .ok_or_else(|| format!("expected key=value, got {s:?}"))
+}
+
+/// Runs `f` on a fresh executor and turns its result into an exit code.
+fn run<F, Fut>(conn: &Conn, f: F) -> ExitCode
+where
+    F: FnOnce(Cluster, bool) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), ClientError>> + 'static,
+{
+    let brokers = conn.brokers.clone();
+    let json = conn.json;
+    let result = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .name("strand-cli")
+        .spawn(move || async move {
+            let cluster = Cluster::connect(&brokers, "strand-cli")
+                .await
+                .map_err(|e| {
+                    ClientError::Invalid(format!(
+                        "cannot reach the brokers at {brokers} ({e}) — is `strand serve` running? \
+                     (--brokers / STRAND_BROKERS)"
+                    ))
+                })?;
+            f(cluster, json).await
+        })
+        .map_err(|e| ClientError::Invalid(format!("cannot start an executor: {e}")))
+        .and_then(|h| {
+            h.join()
+                .map_err(|e| ClientError::Invalid(format!("executor failed: {e}")))
+        });
+    match result.and_then(|r| r) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("strand: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let s: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", s.join("  ").trim_end());
+    };
+    line(header.to_vec());
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+}
+
+pub fn topic(conn: Conn, cmd: TopicCmd) -> ExitCode {
+    run(&conn, move |cluster, json| async move {
+        match cmd {
+            TopicCmd::Create {
+                name,
+                partitions,
+                configs,
+            } => {
+                cluster.create_topic(&name, partitions, &configs).await?;
+                let n = cluster.topic(&name).await?.leaders.len();
+                if json {
+                    println!(
+                        "{}",
+                        json!({"topic": name, "partitions": n, "created": true})
+                    );
+                } else {
+                    println!("created topic {name} ({n} partitions)");
+                }
+            }
+            TopicCmd::List => {
+                let md = cluster.refresh(None).await?;
+                if json {
+                    let v: Vec<Value> = md
+                        .topics
+                        .values()
+                        .map(|t| json!({"topic": t.name, "partitions": t.leaders.len(), "internal": t.internal}))
+                        .collect();
+                    println!("{}", Value::Array(v));
+                } else {
+                    let rows: Vec<Vec<String>> = md
+                        .topics
+                        .values()
+                        .map(|t| vec![t.name.clone(), t.leaders.len().to_string()])
+                        .collect();
+                    print_table(&["TOPIC", "PARTITIONS"], &rows);
+                }
+            }
+            TopicCmd::Describe { name } => {
+                let info = cluster.topic(&name).await?;
+                let start = cluster.list_offsets(&name, OffsetSpec::Earliest).await?;
+                let end = cluster.list_offsets(&name, OffsetSpec::Latest).await?;
+                let configs = cluster.topic_configs(&name).await?;
+                if json {
+                    let parts: Vec<Value> = (0..info.leaders.len())
+                        .map(|p| json!({"partition": p, "leader": info.leaders[p], "log_start_offset": start[p], "high_watermark": end[p]}))
+                        .collect();
+                    let cfg: BTreeMap<&String, &Option<String>> =
+                        configs.iter().map(|(k, (v, _))| (k, v)).collect();
+                    println!(
+                        "{}",
+                        json!({"topic": name, "id": info.id, "partitions": parts, "configs": cfg})
+                    );
+                } else {
+                    println!(
+                        "topic {name}  id {}  partitions {}",
+                        info.id,
+                        info.leaders.len()
+                    );
+                    let rows: Vec<Vec<String>> = (0..info.leaders.len())
+                        .map(|p| {
+                            vec![
+                                p.to_string(),
+                                info.leaders[p].to_string(),
+                                start[p].to_string(),
+                                end[p].to_string(),
+                            ]
+                        })
+                        .collect();
+                    print_table(
+                        &["PARTITION", "LEADER", "LOG-START", "HIGH-WATERMARK"],
+                        &rows,
+                    );
+                    println!();
+                    let rows: Vec<Vec<String>> = configs
+                        .iter()
+                        .map(|(k, (v, set))| {
+                            vec![
+                                k.clone(),
+                                v.clone().unwrap_or_else(|| "-".into()),
+                                if *set { "topic" } else { "default" }.into(),
+                            ]
+                        })
+                        .collect();
+                    print_table(&["CONFIG", "VALUE", "SOURCE"], &rows);
+                }
+            }
+            TopicCmd::Delete { name } => {
+                cluster.delete_topic(&name).await?;
+                if json {
+                    println!("{}", json!({"topic": name, "deleted": true}));
+                } else {
+                    println!("deleted topic {name}");
+                }
+            }
+            TopicCmd::AlterConfig { name, set, delete } => {
+                if set.is_empty() && delete.is_empty() {
+                    return Err(ClientError::Invalid(
+                        "nothing to change: give --set k=v or --delete k".into(),
+                    ));
+                }
+                let mut changes: Vec<(String, Option<String>)> =
+                    set.into_iter().map(|(k, v)| (k, Some(v))).collect();
+                changes.extend(delete.into_iter().map(|k| (k, None)));
+                cluster.alter_topic_configs(&name, &changes).await?;
+                if json {
+                    println!("{}", json!({"topic": name, "altered": changes.len()}));
+                } else {
+                    println!("altered {} config(s) of topic {name}", changes.len());
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+pub fn produce(conn: Conn, args: ProduceArgs) -> ExitCode {
+    run(&conn, move |cluster, json| async move {
+        let acks = match args.acks.as_str() {
+            "all" | "-1" => -1,
+            "1" => 1,
+            "0" => 0,
+            other => {
+                return Err(ClientError::Invalid(format!(
+                    "--acks must be 0, 1 or all, got {other:?}"
+                )))
+            }
+        };
+        cluster.topic(&args.topic).await?;
+        let config = ProducerConfig {
+            acks,
+            linger_ms: args.linger_ms,
+            ..ProducerConfig::default()
+        };
+        let producer = Producer::new(cluster, config).await?;
+        let mut deliveries = Vec::new();
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            let line = line.map_err(ClientError::Io)?;
+            let (key, value) = match (&args.key_separator, &args.key) {
+                (Some(sep), _) => match line.split_once(sep.as_str()) {
+                    Some((k, v)) => (Some(k.to_string()), v.to_string()),
+                    None => (None, line),
+                },
+                (None, Some(k)) => (Some(k.clone()), line),
+                (None, None) => (None, line),
+            };
+            let d = producer
+                .send(
+                    &args.topic,
+                    key.as_deref().map(str::as_bytes),
+                    value.as_bytes(),
+                )
+                .await?;
+            deliveries.push(d);
+        }
+        producer.flush().await;
+        let mut per_partition: BTreeMap<i32, u64> = BTreeMap::new();
+        for d in deliveries {
+            let (p, _) = d.wait().await?;
+            *per_partition.entry(p).or_default() += 1;
+        }
+        let total: u64 = per_partition.values().sum();
+        if json {
+            println!(
+                "{}",
+                json!({"topic": args.topic, "records": total, "partitions": per_partition})
+            );
+        } else {
+            eprintln!("produced {total} record(s) to {}", args.topic);
+        }
+        Ok(())
+    })
+}
+
+pub fn consume(conn: Conn, args: ConsumeArgs) -> ExitCode {
+    run(&conn, move |cluster, json| async move {
+        let start = if args.from_beginning {
+            if args.group.is_some() {
+                StartAt::Committed
+            } else {
+                StartAt::Earliest
+            }
+        } else if args.group.is_some() {
+            StartAt::Committed
+        } else {
+            StartAt::Latest
+        };
+        let config = ConsumerConfig {
+            group: args.group.clone(),
+            ..ConsumerConfig::default()
+        };
+        let mut consumer = Consumer::new(cluster, config);
+        consumer.assign(&args.topic, None, start).await?;
+        let out = std::io::stdout();
+        let mut out = out.lock();
+        let mut seen = 0u64;
+        loop {
+            if args.num.is_some_and(|n| seen >= n) || (args.until_end && consumer.at_end()) {
+                break;
+            }
+            for r in consumer.poll().await? {
+                if args.num.is_some_and(|n| seen >= n) {
+                    consumer.seek(&r.topic, r.partition, r.offset);
+                    break;
+                }
+                seen += 1;
+                let text = |b: &Option<bytes::Bytes>| {
+                    b.as_ref().map(|v| String::from_utf8_lossy(v).into_owned())
+                };
+                if json {
+                    let v = json!({"topic": r.topic, "partition": r.partition, "offset": r.offset,
+                        "timestamp": r.timestamp_ms, "key": text(&r.key), "value": text(&r.value)});
+                    writeln!(out, "{v}").map_err(ClientError::Io)?;
+                } else {
+                    let s = args
+                        .format
+                        .replace("\\n", "\n")
+                        .replace("\\t", "\t")
+                        .replace("%t", &r.topic)
+                        .replace("%p", &r.partition.to_string())
+                        .replace("%o", &r.offset.to_string())
+                        .replace("%T", &r.timestamp_ms.to_string())
+                        .replace("%k", &text(&r.key).unwrap_or_default())
+                        .replace("%v", &text(&r.value).unwrap_or_default());
+                    out.write_all(s.as_bytes()).map_err(ClientError::Io)?;
+                }
+            }
+            out.flush().map_err(ClientError::Io)?;
+            if args.group.is_some() {
+                consumer.commit().await?;
+            }
+        }
+        if args.group.is_some() {
+            consumer.commit().await?;
+        }
+        Ok(())
+    })
+}
+
+pub fn group(conn: Conn, cmd: GroupCmd) -> ExitCode {
+    run(&conn, move |cluster, json| async move {
+        match cmd {
+            GroupCmd::List => {
+                let groups = cluster.list_groups().await?;
+                if json {
+                    let v: Vec<Value> = groups
+                        .iter()
+                        .map(|(g, s)| json!({"group": g, "state": s}))
+                        .collect();
+                    println!("{}", Value::Array(v));
+                } else {
+                    let rows: Vec<Vec<String>> =
+                        groups.into_iter().map(|(g, s)| vec![g, s]).collect();
+                    print_table(&["GROUP", "STATE"], &rows);
+                }
+            }
+            GroupCmd::Describe { group } => {
+                let info = cluster.describe_group(&group).await?;
+                let committed = cluster.committed(&group, None).await?;
+                let mut ends: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+                for (t, _) in committed.keys() {
+                    if !ends.contains_key(t) {
+                        ends.insert(
+                            t.clone(),
+                            cluster.list_offsets(t, OffsetSpec::Latest).await?,
+                        );
+                    }
+                }
+                let rows: Vec<(String, i32, i64, i64)> = committed
+                    .iter()
+                    .map(|((t, p), &o)| {
+                        let end = ends
+                            .get(t)
+                            .and_then(|e| e.get(*p as usize))
+                            .copied()
+                            .unwrap_or(-1);
+                        (t.clone(), *p, o, end)
+                    })
+                    .collect();
+                let total_lag: i64 = rows.iter().map(|r| (r.3 - r.2).max(0)).sum();
+                if json {
+                    let parts: Vec<Value> = rows
+                        .iter()
+                        .map(|(t, p, o, e)| json!({"topic": t, "partition": p, "committed_offset": o, "log_end_offset": e, "lag": (e - o).max(0)}))
+                        .collect();
+                    println!(
+                        "{}",
+                        json!({"group": group, "state": info.state, "members": info.members.len(), "total_lag": total_lag, "partitions": parts})
+                    );
+                } else {
+                    println!(
+                        "group {group}  state {}  members {}  total lag {total_lag}",
+                        info.state,
+                        info.members.len()
+                    );
+                    let table: Vec<Vec<String>> = rows
+                        .iter()
+                        .map(|(t, p, o, e)| {
+                            vec![
+                                t.clone(),
+                                p.to_string(),
+                                o.to_string(),
+                                e.to_string(),
+                                (e - o).max(0).to_string(),
+                            ]
+                        })
+                        .collect();
+                    print_table(
+                        &[
+                            "TOPIC",
+                            "PARTITION",
+                            "CURRENT-OFFSET",
+                            "LOG-END-OFFSET",
+                            "LAG",
+                        ],
+                        &table,
+                    );
+                }
+            }
+            GroupCmd::ResetOffsets {
+                group,
+                topic,
+                to_earliest,
+                to_latest,
+                to_offset,
+            } => {
+                let offsets = match (to_earliest, to_latest, to_offset) {
+                    (true, _, _) => cluster.list_offsets(&topic, OffsetSpec::Earliest).await?,
+                    (_, true, _) => cluster.list_offsets(&topic, OffsetSpec::Latest).await?,
+                    (_, _, Some(o)) => vec![o; cluster.topic(&topic).await?.leaders.len()],
+                    _ => {
+                        return Err(ClientError::Invalid(
+                            "say where to: --to-earliest, --to-latest or --to-offset N".into(),
+                        ))
+                    }
+                };
+                let map: BTreeMap<(String, i32), i64> = offsets
+                    .iter()
+                    .enumerate()
+                    .map(|(p, &o)| ((topic.clone(), p as i32), o))
+                    .collect();
+                cluster.commit(&group, &map).await?;
+                if json {
+                    println!(
+                        "{}",
+                        json!({"group": group, "topic": topic, "offsets": offsets})
+                    );
+                } else {
+                    println!("reset {group} on {topic}: {offsets:?}");
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+pub fn cluster(conn: Conn, cmd: ClusterCmd) -> ExitCode {
+    run(&conn, move |cluster, json| async move {
+        let ClusterCmd::Info = cmd;
+        let md = cluster.refresh(None).await?;
+        if json {
+            println!(
+                "{}",
+                json!({"cluster_id": md.cluster_id, "controller": md.controller_id,
+                    "brokers": md.brokers, "topics": md.topics.len()})
+            );
+        } else {
+            println!(
+                "cluster {}  controller {}  topics {}",
+                md.cluster_id.as_deref().unwrap_or("-"),
+                md.controller_id,
+                md.topics.len()
+            );
+            let rows: Vec<Vec<String>> = md
+                .brokers
+                .iter()
+                .map(|(id, addr)| vec![id.to_string(), addr.clone()])
+                .collect();
+            print_table(&["BROKER", "ADDRESS"], &rows);
+        }
+        Ok(())
+    })
+}
