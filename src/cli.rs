@@ -78,7 +78,7 @@ pub struct ConsumeArgs {
     /// Start at the earliest offset (default: the latest, or the group's committed offset).
     #[arg(long)]
     from_beginning: bool,
-    /// Read and commit offsets as this group (a simple consumer: no group membership).
+    /// Join this consumer group (its partitions, from its committed offsets) and commit.
     #[arg(long, short = 'g')]
     group: Option<String>,
     /// Stop after this many records.
@@ -373,7 +373,11 @@ pub fn consume(conn: Conn, args: ConsumeArgs) -> ExitCode {
             ..ConsumerConfig::default()
         };
         let mut consumer = Consumer::new(cluster, config);
-        consumer.assign(&args.topic, None, start).await?;
+        if args.group.is_some() {
+            consumer.subscribe(&[args.topic.as_str()]).await?;
+        } else {
+            consumer.assign(&args.topic, None, start).await?;
+        }
         let out = std::io::stdout();
         let mut out = out.lock();
         let mut seen = 0u64;
@@ -413,10 +417,7 @@ pub fn consume(conn: Conn, args: ConsumeArgs) -> ExitCode {
                 consumer.commit().await?;
             }
         }
-        if args.group.is_some() {
-            consumer.commit().await?;
-        }
-        Ok(())
+        consumer.close().await
     })
 }
 

@@ -354,12 +354,25 @@ impl Cluster {
         group: &str,
         offsets: &BTreeMap<(String, i32), i64>,
     ) -> Result<(), ClientError> {
-        crate::cluster::retrying(|| self.commit_once(group, offsets)).await
+        self.commit_as(group, -1, "", offsets).await
+    }
+
+    /// Commits offsets as member `member_id` of `generation` (-1 and "": outside any).
+    pub async fn commit_as(
+        &self,
+        group: &str,
+        generation: i32,
+        member_id: &str,
+        offsets: &BTreeMap<(String, i32), i64>,
+    ) -> Result<(), ClientError> {
+        crate::cluster::retrying(|| self.commit_once(group, generation, member_id, offsets)).await
     }
 
     async fn commit_once(
         &self,
         group: &str,
+        generation: i32,
+        member_id: &str,
         offsets: &BTreeMap<(String, i32), i64>,
     ) -> Result<(), ClientError> {
         let conn = self.coordinator(group).await?;
@@ -374,7 +387,8 @@ impl Cluster {
         }
         let mut req = OffsetCommitRequest::default();
         req.group_id = GroupId(StrBytes::from_string(group.to_string()));
-        req.generation_id_or_member_epoch = -1;
+        req.generation_id_or_member_epoch = generation;
+        req.member_id = StrBytes::from_string(member_id.to_string());
         req.retention_time_ms = -1;
         req.topics = topics
             .into_iter()

@@ -1,7 +1,7 @@
 //! The consumer: partitions are assigned explicitly (from the earliest, latest or committed
-//! offset, or a given one), fetched from each leader with the next fetch already in flight
-//! while the caller handles the last one, and committed for a group outside any generation
-//! (a "simple consumer"; joining a group with the classic protocol is not built yet).
+//! offset, or a given one) or by a consumer group (`subscribe`, see [`crate::group`]), fetched
+//! from each leader with the next fetch already in flight while the caller handles the last
+//! one, and committed for the group (as a member, or outside any generation with `assign`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -15,6 +15,7 @@ use strand_wire::kafka::protocol::StrBytes;
 use crate::admin::OffsetSpec;
 use crate::cluster::Cluster;
 use crate::error::ClientError;
+use crate::group::Membership;
 
 /// One consumed record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,6 +76,9 @@ pub struct Consumer {
     ready: VecDeque<Record>,
     /// Fetches in flight, per leader, with the positions they were sent for.
     in_flight: HashMap<i32, (FetchReply, Vec<Position>)>,
+    /// With `subscribe`: the topics and the group membership.
+    subscription: Vec<String>,
+    membership: Option<Membership>,
 }
 
 impl Consumer {
@@ -86,7 +90,56 @@ impl Consumer {
             high_watermarks: BTreeMap::new(),
             ready: VecDeque::new(),
             in_flight: HashMap::new(),
+            subscription: Vec::new(),
+            membership: None,
         }
+    }
+
+    /// Joins the consumer's group subscribed to `topics` (classic protocol, range assignor);
+    /// the assigned partitions start at the group's committed offsets (else the earliest, or
+    /// the latest with `from_latest`). Rebalances are followed in `poll`.
+    pub async fn subscribe(&mut self, topics: &[&str]) -> Result<(), ClientError> {
+        if self.config.group.is_none() {
+            return Err(ClientError::Invalid(
+                "subscribe needs a group (--group / group.id)".into(),
+            ));
+        }
+        for t in topics {
+            self.cluster.topic(t).await?;
+        }
+        self.subscription = topics.iter().map(|t| t.to_string()).collect();
+        self.rejoin(None).await
+    }
+
+    async fn rejoin(&mut self, member_id: Option<String>) -> Result<(), ClientError> {
+        let group = self.config.group.clone().unwrap_or_default();
+        let (membership, assignment) =
+            Membership::join(&self.cluster, &group, &self.subscription, member_id).await?;
+        self.positions.clear();
+        self.in_flight.clear();
+        self.ready.clear();
+        self.membership = Some(membership);
+        for (topic, parts) in assignment {
+            self.assign(&topic, Some(&parts), StartAt::Committed)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The partitions assigned now (by `assign`, or by the group with `subscribe`).
+    pub fn assignment(&self) -> Vec<(String, i32)> {
+        self.positions.keys().cloned().collect()
+    }
+
+    /// Commits the positions and leaves the group (with `subscribe`).
+    pub async fn close(mut self) -> Result<(), ClientError> {
+        if self.config.group.is_some() {
+            self.commit().await?;
+        }
+        if let Some(m) = self.membership.take() {
+            m.leave().await?;
+        }
+        Ok(())
     }
 
     /// Assigns `partitions` of `topic` (`None`: all of them), starting at `start`.
@@ -154,6 +207,20 @@ impl Consumer {
 
     /// The next records (waiting up to `fetch.max.wait.ms` for some). Empty: nothing new.
     pub async fn poll(&mut self) -> Result<Vec<Record>, ClientError> {
+        if self
+            .membership
+            .as_ref()
+            .is_some_and(Membership::needs_rejoin)
+        {
+            // Rebalance: commit what was consumed (best effort: the generation may be over),
+            // then join again as the same member.
+            let _ = self.commit().await;
+            let old = self.membership.take().map(|m| {
+                m.retire();
+                m.member_id.clone()
+            });
+            self.rejoin(old).await?;
+        }
         if self.ready.is_empty() {
             self.start_fetches().await?;
             let leaders: Vec<i32> = self.in_flight.keys().copied().collect();
@@ -177,7 +244,10 @@ impl Consumer {
         let group = self.config.group.as_deref().ok_or_else(|| {
             ClientError::Invalid("commit needs a group (--group / group.id)".into())
         })?;
-        self.cluster.commit(group, &self.positions).await
+        match &self.membership {
+            Some(m) => m.commit(&self.cluster, &self.positions).await,
+            None => self.cluster.commit(group, &self.positions).await,
+        }
     }
 
     async fn start_fetches(&mut self) -> Result<(), ClientError> {

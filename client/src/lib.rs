@@ -18,15 +18,18 @@
 //! - [`admin`] — topics, configs, groups, offsets, as methods on `Cluster`.
 //! - [`producer`] — `Producer`: batching (`linger.ms`, `batch.size`), acks 0/1/all,
 //!   idempotence, delivery futures, bounded memory.
-//! - [`consumer`] — `Consumer`: assigned partitions, pipelined fetches, commits.
+//! - [`consumer`] — `Consumer`: assigned or subscribed partitions, pipelined fetches, commits.
+//! - [`group`] — group membership with the classic protocol (range assignor, heartbeats,
+//!   rejoin on rebalance, leave); the payload codecs and the assignor are sans-IO.
 //!
-//! Not yet (issue 7 continues): compression, joining groups (subscribe), transactions.
+//! Not yet (issue 7 continues): compression, transactions.
 
 pub mod admin;
 pub mod cluster;
 pub mod conn;
 pub mod consumer;
 pub mod error;
+pub mod group;
 pub mod partitioner;
 pub mod producer;
 pub mod protocol;

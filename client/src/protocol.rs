@@ -27,7 +27,7 @@ pub const PREFERRED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::FindCoordinator, 1, 3),
     (ApiKey::JoinGroup, 0, 7),
     (ApiKey::Heartbeat, 0, 4),
-    (ApiKey::LeaveGroup, 0, 4),
+    (ApiKey::LeaveGroup, 3, 4),
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::ListGroups, 0, 4),

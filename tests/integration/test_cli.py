@@ -67,3 +67,41 @@ def test_cli_errors_say_what_to_do(broker):
     assert "strand topic create no-such-topic" in r.stderr
     r = strand("127.0.0.1:1", "topic", "list", check=False)
     assert r.returncode != 0 and "is `strand serve` running?" in r.stderr
+
+
+def test_cli_consumers_share_a_group(target, tmp_path):
+    """Two `strand consume --group` processes join one group (classic protocol, range
+    assignor): the group shows both members, and together they print every record."""
+    import time
+    topic, group = "cli-shared", "cli-shared-group"
+    strand(target, "topic", "create", topic, "--partitions", "4")
+    lines = [f"k{i},v{i}" for i in range(400)]
+    strand(target, "produce", topic, "--key-separator", ",", stdin="\n".join(lines) + "\n")
+    env = dict(os.environ, STRAND_BROKERS=target)
+    procs, outs = [], []
+
+    def members():
+        r = strand(target, "group", "describe", group, "--json", check=False)
+        return json.loads(r.stdout)["members"] if r.returncode == 0 else 0
+
+    try:
+        for i in range(2):
+            out = open(tmp_path / f"c{i}.txt", "w")
+            outs.append(tmp_path / f"c{i}.txt")
+            procs.append(subprocess.Popen(
+                [BINARY, "consume", topic, "--group", group, "--from-beginning",
+                 "--format", "%k,%v\\n"], stdout=out, stderr=subprocess.STDOUT, env=env))
+            deadline = time.time() + 60
+            while members() != i + 1:
+                assert time.time() < deadline, f"member {i + 1} did not join"
+                assert procs[-1].poll() is None, open(outs[-1]).read()
+                time.sleep(0.5)
+        time.sleep(4)  # let both consume after the rebalance
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    got = set()
+    for o in outs:
+        got.update(l for l in open(o).read().splitlines() if "," in l)
+    assert got == set(lines), f"{len(got)} of {len(lines)} records seen"
