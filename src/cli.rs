@@ -70,6 +70,9 @@ pub struct ProduceArgs {
     acks: String,
     #[arg(long, default_value_t = 5)]
     linger_ms: u64,
+    /// none, gzip, snappy, lz4 or zstd.
+    #[arg(long, default_value = "none")]
+    compression: String,
 }
 
 #[derive(Args)]
@@ -309,8 +312,16 @@ pub fn produce(conn: Conn, args: ProduceArgs) -> ExitCode {
             }
         };
         cluster.topic(&args.topic).await?;
+        let compression =
+            strand_wire::compression::parse_codec(&args.compression).ok_or_else(|| {
+                ClientError::Invalid(format!(
+                    "--compression must be none, gzip, snappy, lz4 or zstd, got {:?}",
+                    args.compression
+                ))
+            })?;
         let config = ProducerConfig {
             acks,
+            compression,
             linger_ms: args.linger_ms,
             ..ProducerConfig::default()
         };

@@ -312,7 +312,22 @@ impl Consumer {
                 }
                 ClientError::check(p.error_code, Some(&format!("{}-{}", tp.0, tp.1)))?;
                 self.high_watermarks.insert(tp.clone(), p.high_watermark);
-                let next = decode_records(&tp, fetched_at, p.records.as_ref(), &mut self.ready)?;
+                let aborted: Vec<(i64, i64)> = if self.config.isolation_level == 1 {
+                    p.aborted_transactions
+                        .iter()
+                        .flatten()
+                        .map(|a| (a.producer_id.0, a.first_offset))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                let next = decode_records(
+                    &tp,
+                    fetched_at,
+                    p.records.as_ref(),
+                    aborted,
+                    &mut self.ready,
+                )?;
                 self.positions.insert(tp, next);
             }
         }
@@ -321,15 +336,20 @@ impl Consumer {
 }
 
 /// Appends the records at or after `from` to `out`; returns the next offset to fetch.
+/// `aborted`: (producer id, first offset) of aborted transactions (read_committed): their
+/// batches are skipped up to the producer's next control batch, as Kafka's clients do.
 fn decode_records(
     tp: &(String, i32),
     from: i64,
     records: Option<&Bytes>,
+    mut aborted: Vec<(i64, i64)>,
     out: &mut VecDeque<Record>,
 ) -> Result<i64, ClientError> {
     let Some(mut rest) = records.cloned() else {
         return Ok(from);
     };
+    aborted.sort_by_key(|a| std::cmp::Reverse(a.1));
+    let mut aborting: Vec<i64> = Vec::new();
     let mut next = from;
     while let Some(len) = peek_total_len(&rest) {
         if len > rest.len() {
@@ -339,15 +359,27 @@ fn decode_records(
         let h = strand_wire::batch::validate(&batch)
             .map_err(|e| ClientError::Protocol(format!("{}-{}: bad batch: {e}", tp.0, tp.1)))?;
         next = next.max(h.last_offset() + 1);
+        while aborted.last().is_some_and(|a| a.1 <= h.last_offset()) {
+            if let Some((pid, _)) = aborted.pop() {
+                aborting.push(pid);
+            }
+        }
         if h.is_control() {
+            // A commit or abort marker ends the producer's transaction.
+            aborting.retain(|&pid| pid != h.producer_id);
             continue;
         }
-        if h.attributes & 0x7 != 0 {
-            return Err(ClientError::Unsupported(format!(
-                "{}-{}: compressed batches are not decoded by this client yet",
-                tp.0, tp.1
-            )));
+        if h.is_transactional() && aborting.contains(&h.producer_id) {
+            continue;
         }
+        let batch = if h.attributes & 0x7 != 0 {
+            Bytes::from(
+                strand_wire::compression::decompress_batch(&batch)
+                    .map_err(|e| ClientError::Protocol(format!("{}-{}: {e}", tp.0, tp.1)))?,
+            )
+        } else {
+            batch
+        };
         let log_append_time = h.attributes & 0x8 != 0;
         for r in strand_wire::records::records(&batch)
             .map_err(|e| ClientError::Protocol(format!("{}-{}: {e}", tp.0, tp.1)))?
@@ -367,6 +399,43 @@ fn decode_records(
         }
     }
     Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strand_wire::builder::BatchBuilder;
+
+    fn batch(base: i64, pid: i64, attributes: u16, value: &[u8]) -> Vec<u8> {
+        let mut b = BatchBuilder::new(0).producer(pid, 0, 0);
+        b.push(Some(b"k"), value, 0);
+        let mut v = b.finish();
+        strand_wire::batch::set_base_offset(&mut v, base);
+        v[21..23].copy_from_slice(&attributes.to_be_bytes());
+        let crc = strand_wire::batch::compute_crc(&v);
+        v[17..21].copy_from_slice(&crc.to_be_bytes());
+        v
+    }
+
+    #[test]
+    fn read_committed_skips_aborted_transactions() {
+        let mut all = Vec::new();
+        all.extend(batch(0, 7, 0x10, b"aborted")); // transactional, pid 7
+        all.extend(batch(1, 8, 0x10, b"committed")); // transactional, pid 8
+        all.extend(batch(2, 7, 0x30, b"")); // pid 7's abort marker (control)
+        all.extend(batch(3, 8, 0x30, b"")); // pid 8's commit marker
+        all.extend(batch(4, 7, 0x10, b"later")); // pid 7's next transaction
+        let bytes = Bytes::from(all);
+        let tp = ("t".to_string(), 0);
+        let mut out = VecDeque::new();
+        let next = decode_records(&tp, 0, Some(&bytes), vec![(7, 0)], &mut out).expect("decode");
+        let values: Vec<&[u8]> = out.iter().filter_map(|r| r.value.as_deref()).collect();
+        assert_eq!(values, vec![&b"committed"[..], &b"later"[..]]);
+        assert_eq!(next, 5);
+        let mut out = VecDeque::new();
+        decode_records(&tp, 0, Some(&bytes), vec![], &mut out).expect("decode");
+        assert_eq!(out.len(), 3, "read_uncommitted sees the aborted record too");
+    }
 }
 
 fn timestamp(h: &BatchHeader, delta: i64, log_append_time: bool) -> i64 {

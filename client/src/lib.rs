@@ -17,12 +17,13 @@
 //! - [`cluster`] — `Cluster`: bootstrap, metadata, one connection per broker, shared.
 //! - [`admin`] — topics, configs, groups, offsets, as methods on `Cluster`.
 //! - [`producer`] — `Producer`: batching (`linger.ms`, `batch.size`), acks 0/1/all,
-//!   idempotence, delivery futures, bounded memory.
+//!   idempotence, compression, delivery futures, bounded memory.
 //! - [`consumer`] — `Consumer`: assigned or subscribed partitions, pipelined fetches, commits.
 //! - [`group`] — group membership with the classic protocol (range assignor, heartbeats,
 //!   rejoin on rebalance, leave); the payload codecs and the assignor are sans-IO.
 //!
-//! Not yet (issue 7 continues): compression, transactions.
+//! Batch compression (gzip, snappy, lz4, zstd) is `strand_wire::compression`. Not yet:
+//! transactional producing, cooperative rebalancing.
 
 pub mod admin;
 pub mod cluster;

@@ -5,7 +5,7 @@
 //! (producer id + per-partition sequence numbers, as the Java client does). Memory is bounded
 //! (`buffer.memory`): `send` waits while that many bytes are unacknowledged.
 //!
-//! Not yet: compression, retries that reorder safely with several batches in flight (a failed
+//! Batches are compressed with `compression.type` (gzip, snappy, lz4, zstd). Not yet: retries that reorder safely with several batches in flight (a failed
 //! batch is retried up to `retries` times, which can reorder it behind later ones unless
 //! idempotence makes the broker refuse the gap), transactions.
 
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use event_listener::Event;
+use strand_wire::batch::Compression;
 use strand_wire::builder::BatchBuilder;
 use strand_wire::kafka::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use strand_wire::kafka::messages::{
@@ -42,6 +43,8 @@ pub struct ProducerConfig {
     pub buffer_memory: usize,
     /// `retries` of a batch that failed with a retriable error.
     pub retries: u32,
+    /// `compression.type`: none, gzip, snappy, lz4 or zstd (the records of each batch).
+    pub compression: Compression,
     /// `max.in.flight.requests.per.connection` (5 with idempotence, as Kafka requires; more
     /// without, as librdkafka allows).
     pub max_in_flight: usize,
@@ -56,6 +59,7 @@ impl Default for ProducerConfig {
             idempotence: true,
             buffer_memory: 32 << 20,
             retries: 5,
+            compression: Compression::None,
             max_in_flight: 100,
         }
     }
@@ -321,9 +325,15 @@ impl Producer {
         } else {
             batch.builder
         };
+        let plain = builder.finish();
+        let records =
+            match strand_wire::compression::compress_batch(&plain, self.inner.config.compression) {
+                Ok(c) => c,
+                Err(_) => plain, // a codec failure sends the batch uncompressed: nothing is lost
+            };
         let ready = Ready {
             tp: tp.clone(),
-            records: Bytes::from(builder.finish()),
+            records: Bytes::from(records),
             outcome: batch.outcome,
             bytes: batch.bytes,
         };

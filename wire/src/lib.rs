@@ -11,6 +11,8 @@
 //!   benchmarks and, later, the native client.
 //! - [`records`] — the records inside an uncompressed batch, read in place, and rebuilding a
 //!   batch that keeps only some of them (log compaction).
+//! - [`compression`] — gzip, snappy, LZ4 and zstd for a batch's records section (the
+//!   client compresses and decompresses; the broker stores batches as they come).
 //! - [`varint`] — Kafka's zig-zag varints used inside records.
 //! - [`error`] — Kafka error codes, by their protocol names.
 //! - [`frame`] — splitting a byte stream into size-prefixed frames, without copies.
@@ -24,6 +26,7 @@ pub use kafka_protocol as kafka;
 pub mod api;
 pub mod batch;
 pub mod builder;
+pub mod compression;
 pub mod error;
 pub mod fetch;
 pub mod frame;
