@@ -401,6 +401,14 @@ fn decode_records(
     Ok(next)
 }
 
+fn timestamp(h: &BatchHeader, delta: i64, log_append_time: bool) -> i64 {
+    if log_append_time {
+        h.max_timestamp_ms
+    } else {
+        h.base_timestamp_ms + delta
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -435,13 +443,5 @@ mod tests {
         let mut out = VecDeque::new();
         decode_records(&tp, 0, Some(&bytes), vec![], &mut out).expect("decode");
         assert_eq!(out.len(), 3, "read_uncommitted sees the aborted record too");
-    }
-}
-
-fn timestamp(h: &BatchHeader, delta: i64, log_append_time: bool) -> i64 {
-    if log_append_time {
-        h.max_timestamp_ms
-    } else {
-        h.base_timestamp_ms + delta
     }
 }
