@@ -250,6 +250,30 @@ impl Consumer {
         }
     }
 
+    /// Commits the current positions without waiting (Kafka's `commitAsync`): the commit runs
+    /// in the background and `on_done` gets its outcome.
+    pub fn commit_async(&self, on_done: impl FnOnce(Result<(), ClientError>) + 'static) {
+        let (cluster, positions) = (self.cluster.clone(), self.positions.clone());
+        let group = self.config.group.clone();
+        let member = self
+            .membership
+            .as_ref()
+            .map(|m| (m.generation, m.member_id.clone()));
+        glommio::spawn_local(async move {
+            let result = match (group, member) {
+                (None, _) => Err(ClientError::Invalid(
+                    "commit needs a group (--group / group.id)".into(),
+                )),
+                (Some(g), Some((generation, member))) => {
+                    cluster.commit_as(&g, generation, &member, &positions).await
+                }
+                (Some(g), None) => cluster.commit(&g, &positions).await,
+            };
+            on_done(result);
+        })
+        .detach();
+    }
+
     async fn start_fetches(&mut self) -> Result<(), ClientError> {
         let mut by_leader: BTreeMap<i32, Vec<Position>> = BTreeMap::new();
         for (tp, &pos) in &self.positions {
