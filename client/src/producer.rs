@@ -326,11 +326,13 @@ impl Producer {
             batch.builder
         };
         let plain = builder.finish();
-        let records =
-            match strand_wire::compression::compress_batch(&plain, self.inner.config.compression) {
-                Ok(c) => c,
-                Err(_) => plain, // a codec failure sends the batch uncompressed: nothing is lost
-            };
+        let codec = self.inner.config.compression;
+        let records = if codec == Compression::None {
+            plain
+        } else {
+            // A codec failure sends the batch uncompressed: nothing is lost.
+            strand_wire::compression::compress_batch(&plain, codec).unwrap_or(plain)
+        };
         let ready = Ready {
             tp: tp.clone(),
             records: Bytes::from(records),
