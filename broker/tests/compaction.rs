@@ -237,3 +237,66 @@ fn a_pass_stopped_at_any_step_leaves_old_or_new_segments_and_resumes() {
         });
     }
 }
+
+#[test]
+fn compressed_batches_are_compacted_and_keep_their_codec() {
+    use strand_wire::batch::Compression;
+    use strand_wire::compression::{compress_batch, decompress_batch};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("z-0");
+    run(move || async move {
+        let (log, _) = PartitionLog::open(path.clone(), compacted_config(), options())
+            .await
+            .expect("open");
+        let mut latest = BTreeMap::new();
+        for round in 0..200u32 {
+            let mut b = BatchBuilder::new(T0);
+            for k in 0..50u32 {
+                let v = format!("r{round}-{}", "y".repeat(200)).into_bytes();
+                b.push(Some(&key(k)), &v, 0);
+                latest.insert(key(k), Some(v));
+            }
+            let codec = if round % 2 == 0 {
+                Compression::Lz4
+            } else {
+                Compression::Gzip
+            };
+            let c = compress_batch(&b.finish(), codec).expect("compress");
+            log.append(bytes::BytesMut::from(&c[..]), T0)
+                .await
+                .expect("append");
+        }
+        log.flush().await.expect("flush");
+        assert!(log.roll_if_idle(i64::MAX).await.expect("roll"));
+        log.clean(T0 + 1000, CleanOptions::default())
+            .await
+            .expect("clean")
+            .expect("a pass ran");
+        let mut seen = BTreeMap::new();
+        let mut next = Offset(0);
+        while next < log.log_end() {
+            let r = log.read(next, 1 << 20).await.expect("read");
+            assert!(!r.batches.is_empty(), "no progress at {next}");
+            for b in r.batches {
+                let h = BatchHeader::parse(&b).expect("header");
+                if h.records_count > 0 {
+                    assert_ne!(h.attributes & 0x7, 0, "rewritten batches keep a codec");
+                }
+                let plain = decompress_batch(&b).expect("decompress");
+                for rec in records(&plain).expect("records") {
+                    seen.insert(
+                        rec.key.expect("key").to_vec(),
+                        rec.value.map(<[u8]>::to_vec),
+                    );
+                }
+                next = Offset(h.last_offset() + 1);
+            }
+        }
+        assert_eq!(seen, latest);
+        assert!(
+            log.size_bytes() < 20_000,
+            "compacted: {} bytes",
+            log.size_bytes()
+        );
+    });
+}

@@ -164,6 +164,9 @@ pub fn emptied(batch: &[u8]) -> Vec<u8> {
     let batch_length = (HEADER_BYTES - LOG_OVERHEAD) as i32;
     out[8..12].copy_from_slice(&batch_length.to_be_bytes());
     out[57..61].copy_from_slice(&0i32.to_be_bytes());
+    // No records, so no compressed records section either: clear the codec bits.
+    let attributes = u16::from_be_bytes([out[21], out[22]]) & !0x7;
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
     let crc = compute_crc(&out);
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     out

@@ -106,7 +106,8 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
         let s = seg(base)?;
         for_each_batch(&job.dir, s, &mut throttle, |batch, h| {
             if !Decider::keep_whole(h) {
-                for r in strand_wire::records::records(batch).map_err(io::Error::other)? {
+                let plain = plain_batch(batch, h)?;
+                for r in strand_wire::records::records(&plain).map_err(io::Error::other)? {
                     if let Some(key) = r.key {
                         map.insert(key, Offset(h.base_offset + r.offset_delta));
                     }
@@ -158,7 +159,10 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
                     Some(batch.into())
                 } else {
                     let before = h.records_count.max(0) as u64;
-                    match retain(batch, |r| decider.keep(h, r)).map_err(io::Error::other)? {
+                    // Compressed batches are filtered decompressed and written back with their
+                    // codec.
+                    let plain = plain_batch(batch, h)?;
+                    match retain(&plain, |r| decider.keep(h, r)).map_err(io::Error::other)? {
                         Retained::All => Some(batch.into()),
                         Retained::None if tail_marker && group_end => {
                             out.records_removed += before;
@@ -174,7 +178,12 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
                             let after = BatchHeader::parse(&v).map_or(0, |h| h.records_count);
                             out.records_removed += before - after.max(0) as u64;
                             changed = true;
-                            Some(v.into())
+                            let codec = h.compression().map_err(io::Error::other)?;
+                            Some(
+                                strand_wire::compression::compress_batch(&v, codec)
+                                    .map_err(io::Error::other)?
+                                    .into(),
+                            )
                         }
                     }
                 };
@@ -238,11 +247,27 @@ fn stop_if(job: &CleanJob, step: CleanStep) -> io::Result<()> {
 }
 
 /// Tracks when the earliest kept tombstone's `delete.retention.ms` runs out.
+/// The batch with its records readable in place: itself, or decompressed.
+fn plain_batch<'a>(batch: &'a [u8], h: &BatchHeader) -> io::Result<std::borrow::Cow<'a, [u8]>> {
+    if h.attributes & 0x7 == 0 {
+        return Ok(batch.into());
+    }
+    strand_wire::compression::decompress_batch(batch)
+        .map(Into::into)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+}
+
 fn note_tombstones(batch: &[u8], h: &BatchHeader, config: &LogConfig, due: &mut Option<i64>) {
     if Decider::keep_whole(h) {
         return;
     }
-    let Ok(recs) = strand_wire::records::records(batch) else {
+    let Ok(h2) = BatchHeader::parse(batch) else {
+        return;
+    };
+    let Ok(plain) = plain_batch(batch, &h2) else {
+        return;
+    };
+    let Ok(recs) = strand_wire::records::records(&plain) else {
         return;
     };
     if recs.iter().any(|r| r.key.is_some() && r.is_tombstone()) {

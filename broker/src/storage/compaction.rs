@@ -11,10 +11,10 @@
 //! 3. drops a tombstone (null value) once it is the newest for its key and
 //!    `delete.retention.ms` has passed since its batch's timestamp.
 //!
-//! What is kept whole, never filtered: control batches (transaction markers), compressed
-//! batches (their records are not readable in place; nothing is lost, they only compact
-//! less), and records without a key (a compacted topic refuses them at produce; older ones
-//! from before a policy change are kept rather than silently dropped).
+//! What is kept, never filtered: control batches (transaction markers) and records without a
+//! key (a compacted topic refuses them at produce; older ones from before a policy change are
+//! kept rather than silently dropped). Compressed batches are filtered decompressed and
+//! written back with their codec.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -182,9 +182,10 @@ impl Decider<'_> {
         }
     }
 
-    /// Whether a batch must be kept whole without looking at its records.
+    /// Whether a batch must be kept whole without looking at its records (control batches:
+    /// transaction markers; their removal comes with transactions).
     pub fn keep_whole(header: &BatchHeader) -> bool {
-        header.is_control() || header.attributes & 0x7 != 0
+        header.is_control()
     }
 
     /// Whether `record` of the batch `header` survives.
