@@ -163,7 +163,10 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
                     // codec.
                     let plain = plain_batch(batch, h)?;
                     match retain(&plain, |r| decider.keep(h, r)).map_err(io::Error::other)? {
-                        Retained::All => Some(batch.into()),
+                        Retained::All => {
+                            note_tombstones(&plain, h, &job.config, &mut out.tombstone_due_ms);
+                            Some(batch.into())
+                        }
                         Retained::None if tail_marker && group_end => {
                             out.records_removed += before;
                             changed = true;
@@ -178,6 +181,7 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
                             let after = BatchHeader::parse(&v).map_or(0, |h| h.records_count);
                             out.records_removed += before - after.max(0) as u64;
                             changed = true;
+                            note_tombstones(&v, h, &job.config, &mut out.tombstone_due_ms);
                             let codec = h.compression().map_err(io::Error::other)?;
                             Some(
                                 strand_wire::compression::compress_batch(&v, codec)
@@ -188,7 +192,6 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
                     }
                 };
                 if let Some(bytes) = kept {
-                    note_tombstones(&bytes, h, &job.config, &mut out.tombstone_due_ms);
                     let header = BatchHeader::parse(&bytes).map_err(io::Error::other)?;
                     let meta = BatchMeta::from_header(&header);
                     cleaned.record_batch(
@@ -246,7 +249,6 @@ fn stop_if(job: &CleanJob, step: CleanStep) -> io::Result<()> {
     Ok(())
 }
 
-/// Tracks when the earliest kept tombstone's `delete.retention.ms` runs out.
 /// The batch with its records readable in place: itself, or decompressed.
 fn plain_batch<'a>(batch: &'a [u8], h: &BatchHeader) -> io::Result<std::borrow::Cow<'a, [u8]>> {
     if h.attributes & 0x7 == 0 {
@@ -257,17 +259,10 @@ fn plain_batch<'a>(batch: &'a [u8], h: &BatchHeader) -> io::Result<std::borrow::
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
 }
 
-fn note_tombstones(batch: &[u8], h: &BatchHeader, config: &LogConfig, due: &mut Option<i64>) {
-    if Decider::keep_whole(h) {
-        return;
-    }
-    let Ok(h2) = BatchHeader::parse(batch) else {
-        return;
-    };
-    let Ok(plain) = plain_batch(batch, &h2) else {
-        return;
-    };
-    let Ok(recs) = strand_wire::records::records(&plain) else {
+/// Tracks when the earliest kept tombstone's `delete.retention.ms` runs out. `plain`: the kept
+/// batch, uncompressed (the pass has it decompressed already).
+fn note_tombstones(plain: &[u8], h: &BatchHeader, config: &LogConfig, due: &mut Option<i64>) {
+    let Ok(recs) = strand_wire::records::records(plain) else {
         return;
     };
     if recs.iter().any(|r| r.key.is_some() && r.is_tombstone()) {
