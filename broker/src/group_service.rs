@@ -64,6 +64,18 @@ pub enum GroupRequest {
     Fetch {
         group: String,
         partitions: Option<Vec<(String, i32)>>,
+        /// v7+ `require_stable`: UNSTABLE_OFFSET_COMMIT while a transaction holds offsets
+        /// of the group not yet committed.
+        require_stable: bool,
+    },
+    /// TxnOffsetCommit: offsets written now, visible when the transaction commits.
+    TxnCommit {
+        group: String,
+        member: String,
+        generation: i32,
+        producer_id: i64,
+        epoch: i16,
+        offsets: Vec<((String, i32), i64, Option<String>)>,
     },
     Describe {
         group: String,
@@ -104,6 +116,19 @@ pub struct GroupSummary {
 pub struct Groups {
     pub coordinator: Coordinator,
     waiters: HashMap<Ticket, oneshot::Sender<Answer>>,
+    /// Offsets committed inside open transactions, by producer id: (offsets partition,
+    /// group, partition, offset, metadata). Applied at the commit marker, dropped at abort.
+    pending_txn: HashMap<i64, Vec<PendingOffset>>,
+}
+
+/// An offset committed inside a transaction, waiting for its marker.
+#[derive(Debug, Clone)]
+struct PendingOffset {
+    offsets_partition: i32,
+    group: String,
+    tp: (String, i32),
+    offset: i64,
+    metadata: Option<String>,
 }
 
 fn now_ms() -> i64 {
@@ -259,8 +284,19 @@ impl Node {
                 self.groups.borrow_mut().coordinator.commit(&group, entries);
                 GroupResponse::Error(ErrorCode::None)
             }
-            GroupRequest::Fetch { group, partitions } => {
+            GroupRequest::Fetch {
+                group,
+                partitions,
+                require_stable,
+            } => {
                 let g = self.groups.borrow();
+                if require_stable
+                    && g.pending_txn.values().flatten().any(|p| {
+                        p.group == group && partitions.as_ref().is_none_or(|w| w.contains(&p.tp))
+                    })
+                {
+                    return GroupResponse::Error(ErrorCode::UnstableOffsetCommit);
+                }
                 let all: Vec<(String, i32)> = match partitions {
                     Some(p) => p,
                     None => g
@@ -277,6 +313,44 @@ impl Node {
                         })
                         .collect(),
                 )
+            }
+            GroupRequest::TxnCommit {
+                group,
+                member,
+                generation,
+                producer_id,
+                epoch,
+                offsets,
+            } => {
+                if generation >= 0 || !member.is_empty() {
+                    let check = self
+                        .groups
+                        .borrow()
+                        .coordinator
+                        .check_commit(&group, &member, generation);
+                    if check != ErrorCode::None {
+                        return GroupResponse::Error(check);
+                    }
+                }
+                if let Err(code) = self
+                    .persist_txn_offsets(&group, producer_id, epoch, &offsets)
+                    .await
+                {
+                    return GroupResponse::Error(code);
+                }
+                let partition = offsets_partition(&group);
+                let mut g = self.groups.borrow_mut();
+                let pending = g.pending_txn.entry(producer_id).or_default();
+                for (tp, offset, metadata) in offsets {
+                    pending.push(PendingOffset {
+                        offsets_partition: partition,
+                        group: group.clone(),
+                        tp,
+                        offset,
+                        metadata,
+                    });
+                }
+                GroupResponse::Error(ErrorCode::None)
             }
             GroupRequest::Describe { group } => {
                 let g = self.groups.borrow();
@@ -411,8 +485,85 @@ impl Node {
             })
     }
 
+    /// Writes a TxnOffsetCommit to the group's `__consumer_offsets` partition as a
+    /// transactional batch of `producer_id` (fdatasynced); its marker decides its fate.
+    async fn persist_txn_offsets(
+        &self,
+        group: &str,
+        producer_id: i64,
+        epoch: i16,
+        offsets: &[((String, i32), i64, Option<String>)],
+    ) -> Result<(), ErrorCode> {
+        let tp = (OFFSETS_TOPIC.to_string(), offsets_partition(group));
+        let log: PartitionLog = self
+            .local_partition(&tp)
+            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        let mut sequence = log.next_sequence(producer_id, epoch);
+        for _attempt in 0..2 {
+            let mut b = BatchBuilder::new(now_ms());
+            for ((topic, partition), offset, metadata) in offsets {
+                let key = format!("{group}\0{topic}\0{partition}");
+                let value = format!("{offset}\0{}", metadata.as_deref().unwrap_or(""));
+                b.push(Some(key.as_bytes()), value.as_bytes(), 0);
+            }
+            let b = b.producer(producer_id, epoch, sequence).transactional();
+            let batch = BytesMut::from(&b.finish()[..]);
+            match log.append_durable(batch, now_ms()).await {
+                Ok(_) => return Ok(()),
+                // Our own sequence numbers: after a restart the partition may remember more.
+                Err(crate::storage::AppendError::OutOfOrderSequence { expected }) => {
+                    sequence = expected;
+                }
+                Err(e) => {
+                    warn!(group, error = %e, "could not persist transactional offsets");
+                    return Err(e.error_code());
+                }
+            }
+        }
+        Err(ErrorCode::OutOfOrderSequenceNumber)
+    }
+
+    /// A marker on `__consumer_offsets` partition `partition`: the producer's pending offsets
+    /// there become committed offsets, or are dropped.
+    pub fn end_txn_offsets(&self, producer_id: i64, partition: i32, commit: bool) {
+        let mut g = self.groups.borrow_mut();
+        let Some(pending) = g.pending_txn.remove(&producer_id) else {
+            return;
+        };
+        let (here, elsewhere): (Vec<_>, Vec<_>) = pending
+            .into_iter()
+            .partition(|p| p.offsets_partition == partition);
+        if !elsewhere.is_empty() {
+            g.pending_txn.insert(producer_id, elsewhere);
+        }
+        if !commit {
+            return;
+        }
+        let now = now_ms();
+        for p in here {
+            g.coordinator.commit(
+                &p.group,
+                vec![(
+                    p.tp,
+                    Committed {
+                        offset: p.offset,
+                        metadata: p.metadata,
+                        commit_ms: now,
+                    },
+                )],
+            );
+        }
+    }
+
     /// Replays a `__consumer_offsets` partition into the coordinator (last commit wins).
     pub async fn replay_offsets(&self, log: &PartitionLog) {
+        let partition = log
+            .dir()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once('-'))
+            .and_then(|(_, p)| p.parse::<i32>().ok())
+            .unwrap_or(-1);
         let mut next = log.log_start();
         let mut replayed = 0usize;
         while next < log.log_end() {
@@ -425,6 +576,16 @@ impl Node {
                     return;
                 };
                 next = Offset(h.last_offset() + 1);
+                if h.is_control() {
+                    if let Some(commit) = strand_wire::builder::marker_kind(b) {
+                        self.end_txn_offsets(h.producer_id, partition, commit);
+                    }
+                    continue;
+                }
+                if h.is_transactional() {
+                    self.replay_txn_offsets(b, h.producer_id, partition);
+                    continue;
+                }
                 for (key, value) in strand_wire::builder::plain_records(b) {
                     let k: Vec<&str> = key.splitn(3, '\0').collect();
                     if k.len() == 3 && value.is_empty() {
@@ -465,6 +626,28 @@ impl Node {
         }
         if replayed > 0 {
             info!(shard = self.shard, replayed, "committed offsets reloaded");
+        }
+    }
+
+    /// An offset commit of an open transaction, read back at start-up: pending until its
+    /// marker (later in the log) is replayed.
+    fn replay_txn_offsets(&self, batch: &[u8], producer_id: i64, partition: i32) {
+        let mut g = self.groups.borrow_mut();
+        for (key, value) in strand_wire::builder::plain_records(batch) {
+            let k: Vec<&str> = key.splitn(3, '\0').collect();
+            let v: Vec<&str> = value.splitn(2, '\0').collect();
+            if let (3, 2, Ok(p), Ok(o)) = (k.len(), v.len(), k[2].parse::<i32>(), v[0].parse()) {
+                g.pending_txn
+                    .entry(producer_id)
+                    .or_default()
+                    .push(PendingOffset {
+                        offsets_partition: partition,
+                        group: k[0].to_string(),
+                        tp: (k[1].to_string(), p),
+                        offset: o,
+                        metadata: (!v[1].is_empty()).then(|| v[1].to_string()),
+                    });
+            }
         }
     }
 

@@ -16,6 +16,9 @@
 //! - [`group_service`] — groups on the node: routing to the coordinating shard, offsets in
 //!   `__consumer_offsets`, timeouts.
 //! - [`producer_state`] — idempotent-producer sequence checks (sans-IO).
+//! - [`txn`] — the transaction coordinator (sans-IO) and its `__transaction_state` records.
+//! - [`txn_service`] — transactions on the node: routing to the coordinating shard,
+//!   persistence, markers to every partition, timeouts, recovery of in-doubt transactions.
 //! - [`testkit`] — batches and settings shared by the crash-test child and its test.
 //! - [`storage`] — the partition log: sans-IO state (`log`, `segment`, `index`, `scan`,
 //!   `cache`) and its I/O (`dma`, `recovery`, `partition`).
@@ -38,5 +41,7 @@ pub mod server;
 pub mod shard;
 pub mod storage;
 pub mod testkit;
+pub mod txn;
+pub mod txn_service;
 
 pub use config::BrokerConfig;

@@ -64,12 +64,33 @@ pub enum ShardMsg {
         tp: TopicPartition,
         offset: Offset,
         bytes_max: usize,
+        /// read_committed: stop at the last stable offset, list aborted transactions.
+        committed: bool,
         reply: oneshot::Sender<ReadOutcome>,
     },
     Offsets {
         tp: TopicPartition,
         timestamp_ms: i64,
+        committed: bool,
         reply: oneshot::Sender<OffsetsOutcome>,
+    },
+    /// A transaction-coordinator request, to the id's coordinating shard.
+    Txn {
+        req: crate::txn_service::TxnRequest,
+        reply: oneshot::Sender<crate::txn_service::TxnResponse>,
+    },
+    /// A transaction marker, to the partition's shard.
+    Marker {
+        tp: TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        reply: oneshot::Sender<Result<(), ErrorCode>>,
+    },
+    /// DescribeProducers, to the partition's shard.
+    Producers {
+        tp: TopicPartition,
+        reply: oneshot::Sender<Result<Vec<crate::storage::partition_txn::ProducerInfo>, ErrorCode>>,
     },
     /// A new catalog snapshot: open newly owned partitions, drop deleted ones.
     ApplyCatalog {
@@ -130,6 +151,8 @@ pub struct Node {
     controller: Semaphore,
     /// Consumer groups coordinated by this shard.
     pub(crate) groups: RefCell<crate::group_service::Groups>,
+    /// Transactional ids coordinated by this shard.
+    pub(crate) txns: RefCell<crate::txn_service::Txns>,
     /// Produce memory budget of this shard, in KiB units (`limits::SHARD_PRODUCE_MEMORY_BYTES`).
     pub produce_memory: Rc<Semaphore>,
 }
@@ -150,6 +173,7 @@ impl Node {
             partitions: RefCell::new(HashMap::new()),
             controller: Semaphore::new(1),
             groups: RefCell::new(Default::default()),
+            txns: RefCell::new(Default::default()),
             produce_memory: Rc::new(Semaphore::new(
                 (crate::limits::SHARD_PRODUCE_MEMORY_BYTES >> 10) as u64,
             )),
@@ -219,16 +243,33 @@ impl Node {
                 tp,
                 offset,
                 bytes_max,
+                committed,
                 reply,
             } => {
-                let _ = reply.send(self.read_local(&tp, offset, bytes_max).await);
+                let _ = reply.send(self.read_local(&tp, offset, bytes_max, committed).await);
             }
             ShardMsg::Offsets {
                 tp,
                 timestamp_ms,
+                committed,
                 reply,
             } => {
-                let _ = reply.send(self.offsets_local(&tp, timestamp_ms).await);
+                let _ = reply.send(self.offsets_local(&tp, timestamp_ms, committed).await);
+            }
+            ShardMsg::Txn { req, reply } => {
+                let _ = reply.send(self.txn_local(req).await);
+            }
+            ShardMsg::Marker {
+                tp,
+                producer_id,
+                epoch,
+                commit,
+                reply,
+            } => {
+                let _ = reply.send(self.marker_local(&tp, producer_id, epoch, commit).await);
+            }
+            ShardMsg::Producers { tp, reply } => {
+                let _ = reply.send(self.producers_local(&tp));
             }
             ShardMsg::ApplyCatalog { catalog, reply } => {
                 self.apply_catalog(catalog).await;
@@ -307,10 +348,16 @@ impl Node {
         })
     }
 
-    pub async fn read(&self, tp: TopicPartition, offset: Offset, bytes_max: usize) -> ReadOutcome {
+    pub async fn read(
+        &self,
+        tp: TopicPartition,
+        offset: Offset,
+        bytes_max: usize,
+        committed: bool,
+    ) -> ReadOutcome {
         let owner = self.owner(&tp);
         if owner == self.shard {
-            return self.read_local(&tp, offset, bytes_max).await;
+            return self.read_local(&tp, offset, bytes_max, committed).await;
         }
         let (reply, rx) = oneshot::channel();
         self.send(
@@ -319,6 +366,7 @@ impl Node {
                 tp,
                 offset,
                 bytes_max,
+                committed,
                 reply,
             },
         );
@@ -330,11 +378,17 @@ impl Node {
         tp: &TopicPartition,
         offset: Offset,
         bytes_max: usize,
+        committed: bool,
     ) -> ReadOutcome {
         let Some(log) = self.local(tp) else {
             return Err(ErrorCode::UnknownTopicOrPartition);
         };
-        match log.read(offset, bytes_max).await {
+        let read = if committed {
+            log.read_committed(offset, bytes_max).await
+        } else {
+            log.read(offset, bytes_max).await
+        };
+        match read {
             Ok(out) => Ok(out),
             Err(ReadError::OutOfRange { .. }) => Err(ErrorCode::OffsetOutOfRange),
             Err(ReadError::Io(e)) => {
@@ -344,10 +398,15 @@ impl Node {
         }
     }
 
-    pub async fn offsets(&self, tp: TopicPartition, timestamp_ms: i64) -> OffsetsOutcome {
+    pub async fn offsets(
+        &self,
+        tp: TopicPartition,
+        timestamp_ms: i64,
+        committed: bool,
+    ) -> OffsetsOutcome {
         let owner = self.owner(&tp);
         if owner == self.shard {
-            return self.offsets_local(&tp, timestamp_ms).await;
+            return self.offsets_local(&tp, timestamp_ms, committed).await;
         }
         let (reply, rx) = oneshot::channel();
         self.send(
@@ -355,20 +414,28 @@ impl Node {
             ShardMsg::Offsets {
                 tp,
                 timestamp_ms,
+                committed,
                 reply,
             },
         );
         rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
 
-    /// ListOffsets semantics: -2 earliest, -1 latest (and -3, max timestamp, as latest),
-    /// otherwise the first offset with a timestamp at or after `timestamp_ms`.
-    async fn offsets_local(&self, tp: &TopicPartition, timestamp_ms: i64) -> OffsetsOutcome {
+    /// ListOffsets semantics: -2 earliest, -1 latest (the last stable offset for
+    /// read_committed; -3, max timestamp, as latest), otherwise the first offset with a
+    /// timestamp at or after `timestamp_ms`.
+    async fn offsets_local(
+        &self,
+        tp: &TopicPartition,
+        timestamp_ms: i64,
+        committed: bool,
+    ) -> OffsetsOutcome {
         let Some(log) = self.local(tp) else {
             return Err(ErrorCode::UnknownTopicOrPartition);
         };
         match timestamp_ms {
             -2 => Ok((log.log_start(), -1)),
+            -1 if committed => Ok((log.last_stable(), -1)),
             -1 | -3 => Ok((log.log_end(), -1)),
             ts => match log.offset_for_time(ts).await {
                 Ok(Some(found)) => Ok(found),
@@ -501,6 +568,11 @@ impl Node {
                             info!(shard = self.shard, topic = %name, partition = p, end = %log.log_end(), ?report, "partition opened");
                         }
                         let offsets_topic = tp.0 == crate::group_service::OFFSETS_TOPIC;
+                        // Transaction states load before the partition is visible: until then
+                        // requests for its ids get COORDINATOR_LOAD_IN_PROGRESS.
+                        if tp.0 == crate::txn::TXN_TOPIC {
+                            self.replay_txns(&log).await;
+                        }
                         self.partitions.borrow_mut().insert(tp, log.clone());
                         if offsets_topic {
                             self.replay_offsets(&log).await;

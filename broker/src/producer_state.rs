@@ -24,6 +24,8 @@ pub enum SeqCheck {
 #[derive(Clone, Debug, Default)]
 struct Producer {
     epoch: i16,
+    /// Max timestamp of its last batch (DescribeProducers).
+    last_timestamp_ms: i64,
     /// (first sequence, last sequence, base offset), oldest first.
     batches: VecDeque<(i32, i32, Offset)>,
 }
@@ -78,8 +80,10 @@ impl ProducerStates {
         base_seq: i32,
         records: i32,
         base: Offset,
+        timestamp_ms: i64,
     ) {
         let p = self.producers.entry(producer_id).or_default();
+        p.last_timestamp_ms = timestamp_ms;
         if epoch != p.epoch {
             p.epoch = epoch;
             p.batches.clear();
@@ -89,6 +93,43 @@ impl ProducerStates {
         while p.batches.len() > BATCHES_PER_PRODUCER {
             p.batches.pop_front();
         }
+    }
+
+    /// A transaction marker written at `epoch`: a newer epoch fences the older one (its
+    /// sequence numbers start again at 0).
+    pub fn fence(&mut self, producer_id: i64, epoch: i16) {
+        let p = self.producers.entry(producer_id).or_default();
+        if epoch > p.epoch {
+            p.epoch = epoch;
+            p.batches.clear();
+        }
+    }
+
+    /// The sequence number the next batch of `producer_id` at `epoch` must start with.
+    pub fn next_sequence(&self, producer_id: i64, epoch: i16) -> i32 {
+        match self.producers.get(&producer_id) {
+            Some(p) if p.epoch == epoch => p.batches.back().map_or(0, |b| b.1.wrapping_add(1)),
+            _ => 0,
+        }
+    }
+
+    /// Every producer known here: (id, epoch, last sequence or -1, last timestamp or -1).
+    pub fn describe(&self) -> Vec<(i64, i16, i32, i64)> {
+        let mut out: Vec<_> = self
+            .producers
+            .iter()
+            .map(|(&id, p)| {
+                let last_seq = p.batches.back().map_or(-1, |b| b.1);
+                let ts = if p.batches.is_empty() {
+                    -1
+                } else {
+                    p.last_timestamp_ms
+                };
+                (id, p.epoch, last_seq, ts)
+            })
+            .collect();
+        out.sort_unstable();
+        out
     }
 
     pub fn len(&self) -> usize {
@@ -108,9 +149,9 @@ mod tests {
     fn in_order_duplicate_gap_and_fencing() {
         let mut s = ProducerStates::default();
         assert_eq!(s.check(7, 0, 0, 3), SeqCheck::Accept);
-        s.record(7, 0, 0, 3, Offset(100));
+        s.record(7, 0, 0, 3, Offset(100), 0);
         assert_eq!(s.check(7, 0, 3, 2), SeqCheck::Accept);
-        s.record(7, 0, 3, 2, Offset(103));
+        s.record(7, 0, 3, 2, Offset(103), 0);
         assert_eq!(
             s.check(7, 0, 0, 3),
             SeqCheck::Duplicate {
@@ -130,7 +171,7 @@ mod tests {
             "a new epoch starts at 0"
         );
         assert_eq!(s.check(7, 1, 4, 1), SeqCheck::OutOfOrder { expected: 0 });
-        s.record(7, 1, 0, 1, Offset(200));
+        s.record(7, 1, 0, 1, Offset(200), 0);
         assert_eq!(s.check(7, 0, 5, 1), SeqCheck::Fenced { current: 1 });
     }
 
@@ -138,7 +179,7 @@ mod tests {
     fn remembers_only_the_last_five_batches() {
         let mut s = ProducerStates::default();
         for i in 0..8 {
-            s.record(1, 0, i, 1, Offset(i64::from(i)));
+            s.record(1, 0, i, 1, Offset(i64::from(i)), 0);
         }
         assert_eq!(
             s.check(1, 0, 7, 1),

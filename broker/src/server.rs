@@ -25,6 +25,7 @@ use crate::limits;
 use crate::node::{Mesh, Node, NodeShared, ShardMsg};
 use crate::shard::{run_shards, shard_count};
 use crate::storage::CleanOptions;
+use crate::txn::{TXN_PARTITIONS, TXN_TOPIC};
 
 /// Version of the on-disk layout; written to `<data_dir>/strand.meta`.
 pub const DATA_FORMAT_VERSION: u32 = 1;
@@ -130,6 +131,24 @@ async fn shard_main(
         node.change_catalog(CatalogOp::Create(vec![topic]), false)
             .await;
     }
+    if id == 0 && !node.catalog().topics.contains_key(TXN_TOPIC) {
+        let topic = NewTopic {
+            name: TXN_TOPIC.to_string(),
+            partitions: TXN_PARTITIONS,
+            // Kafka's settings for the transaction log: compacted, small segments.
+            configs: [
+                ("cleanup.policy".to_string(), "compact".to_string()),
+                (
+                    "segment.bytes".to_string(),
+                    shared.config.offsets_topic_segment_bytes.to_string(),
+                ),
+            ]
+            .into(),
+        };
+        node.change_catalog(CatalogOp::Create(vec![topic]), false)
+            .await;
+    }
+    node.spawn_txn_ticker();
     spawn_housekeeping(Rc::clone(&node));
 
     let listen = shared.config.listen.clone();

@@ -8,7 +8,8 @@ import pytest
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "examples"))
 
 
-@pytest.mark.parametrize("script", ["basic_producer.py", "keyed_producer.py", "group_consumer.py"])
+@pytest.mark.parametrize("script", ["basic_producer.py", "keyed_producer.py", "group_consumer.py",
+                                    "eos_read_process_write.py"])
 def test_lesson_example(broker, script):
     path = os.path.join(EXAMPLES, script)
     if not os.path.exists(path):

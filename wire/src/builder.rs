@@ -18,6 +18,7 @@ pub struct BatchBuilder {
     producer_id: i64,
     producer_epoch: i16,
     base_sequence: i32,
+    attributes: u16,
 }
 
 impl BatchBuilder {
@@ -30,6 +31,7 @@ impl BatchBuilder {
             producer_id: -1,
             producer_epoch: -1,
             base_sequence: -1,
+            attributes: 0,
         }
     }
 
@@ -46,6 +48,12 @@ impl BatchBuilder {
         self.producer_id = id;
         self.producer_epoch = epoch;
         self.base_sequence = base_sequence;
+        self
+    }
+
+    /// Marks the batch as part of a transaction (attributes bit 4); needs [`Self::producer`].
+    pub fn transactional(mut self) -> BatchBuilder {
+        self.attributes |= ATTR_TRANSACTIONAL;
         self
     }
 
@@ -116,7 +124,7 @@ impl BatchBuilder {
         out.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
         out.push(MAGIC_V2);
         out.extend_from_slice(&0u32.to_be_bytes()); // crc, filled below
-        out.extend_from_slice(&0u16.to_be_bytes()); // attributes
+        out.extend_from_slice(&self.attributes.to_be_bytes());
         out.extend_from_slice(&(self.count - 1).max(0).to_be_bytes());
         out.extend_from_slice(&self.base_timestamp_ms.to_be_bytes());
         out.extend_from_slice(&self.max_timestamp_ms.to_be_bytes());
@@ -128,6 +136,50 @@ impl BatchBuilder {
         let crc = compute_crc(&out);
         out[17..21].copy_from_slice(&crc.to_be_bytes());
         out
+    }
+}
+
+/// Batch attribute bit: the batch belongs to a transaction.
+pub const ATTR_TRANSACTIONAL: u16 = 0x10;
+/// Batch attribute bit: a control batch (transaction marker).
+pub const ATTR_CONTROL: u16 = 0x20;
+
+/// A transaction marker: a control batch of one record whose key is
+/// `version i16 = 0, type i16 (0 abort, 1 commit)` and whose value is
+/// `version i16 = 0, coordinatorEpoch i32`, from producer `producer_id` at `producer_epoch`.
+pub fn control_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+    timestamp_ms: i64,
+) -> Vec<u8> {
+    let mut key = [0u8; 4];
+    key[2..4].copy_from_slice(&i16::from(commit).to_be_bytes());
+    let mut value = [0u8; 6];
+    value[2..6].copy_from_slice(&coordinator_epoch.to_be_bytes());
+    let mut b = BatchBuilder::new(timestamp_ms).producer(producer_id, producer_epoch, -1);
+    b.attributes = ATTR_TRANSACTIONAL | ATTR_CONTROL;
+    b.push(Some(&key), &value, 0);
+    b.finish()
+}
+
+/// Whether a control batch is a commit marker (`Some(true)`), an abort marker
+/// (`Some(false)`), or not a marker we know (`None`).
+pub fn marker_kind(batch: &[u8]) -> Option<bool> {
+    let h = crate::batch::BatchHeader::parse(batch).ok()?;
+    if !h.is_control() {
+        return None;
+    }
+    let recs = crate::records::records(batch).ok()?;
+    let key = recs.first()?.key?;
+    if key.len() < 4 {
+        return None;
+    }
+    match i16::from_be_bytes([key[2], key[3]]) {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
     }
 }
 
@@ -210,5 +262,18 @@ mod tests {
                 (String::new(), "v2".to_string())
             ]
         );
+    }
+
+    #[test]
+    fn control_batches_are_valid_markers() {
+        for commit in [false, true] {
+            let batch = control_batch(42, 3, commit, 7, 1000);
+            let h = crate::batch::validate(&batch).expect("valid batch");
+            assert!(h.is_control() && h.is_transactional());
+            assert_eq!((h.producer_id, h.producer_epoch), (42, 3));
+            assert_eq!(marker_kind(&batch), Some(commit));
+        }
+        let plain = BatchBuilder::new(0).finish();
+        assert_eq!(marker_kind(&plain), None);
     }
 }

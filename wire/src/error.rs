@@ -49,6 +49,14 @@ pub enum ErrorCode {
     CoordinatorLoadInProgress = 14,
     InvalidProducerIdMapping = 49,
     PolicyViolation = 44,
+    InvalidTxnState = 48,
+    InvalidTransactionTimeout = 50,
+    ConcurrentTransactions = 51,
+    TransactionCoordinatorFenced = 52,
+    OperationNotAttempted = 55,
+    UnstableOffsetCommit = 88,
+    ProducerFenced = 90,
+    TransactionalIdNotFound = 105,
 }
 
 impl ErrorCode {
@@ -103,6 +111,14 @@ impl ErrorCode {
             14 => ErrorCode::CoordinatorLoadInProgress,
             49 => ErrorCode::InvalidProducerIdMapping,
             44 => ErrorCode::PolicyViolation,
+            48 => ErrorCode::InvalidTxnState,
+            50 => ErrorCode::InvalidTransactionTimeout,
+            51 => ErrorCode::ConcurrentTransactions,
+            52 => ErrorCode::TransactionCoordinatorFenced,
+            55 => ErrorCode::OperationNotAttempted,
+            88 => ErrorCode::UnstableOffsetCommit,
+            90 => ErrorCode::ProducerFenced,
+            105 => ErrorCode::TransactionalIdNotFound,
             _ => return None,
         })
     }
@@ -123,6 +139,8 @@ impl ErrorCode {
                 | ErrorCode::CoordinatorNotAvailable
                 | ErrorCode::CoordinatorLoadInProgress
                 | ErrorCode::RebalanceInProgress
+                | ErrorCode::ConcurrentTransactions
+                | ErrorCode::UnstableOffsetCommit
         )
     }
 }

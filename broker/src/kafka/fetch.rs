@@ -1,5 +1,7 @@
 //! Fetch (key 1): whole batches from each requested partition, long-polling up to
-//! `max.wait.ms` until `min.bytes` are available. Partitions on other shards are read there;
+//! `max.wait.ms` until `min.bytes` are available. With `isolation_level=1` (read_committed)
+//! reads stop at the last stable offset and the response lists the aborted transactions in
+//! the range returned, for the client to skip. Partitions on other shards are read there;
 //! the wait wakes on an append on any shard that owns one of the partitions. The response is
 //! encoded by `strand_wire::fetch`, so record bytes travel from the log's buffers to the socket
 //! without a copy.
@@ -60,13 +62,14 @@ pub async fn handle(
         o.dedup();
         o
     };
+    let committed = req.isolation_level == 1;
     let results = loop {
         // Listen before reading, so an append between the read and the wait is not missed.
         let listeners: Vec<_> = owners
             .iter()
             .map(|&s| node.shared.appended[s].listen())
             .collect();
-        let results = read_all(node, &topics, &wants, response_max).await;
+        let results = read_all(node, &topics, &wants, response_max, committed).await;
         let bytes: usize = results
             .iter()
             .map(|r| r.as_ref().map_or(0, |o| o.bytes))
@@ -99,11 +102,11 @@ pub async fn handle(
         match result {
             Ok(read) => {
                 pd.high_watermark = read.log_end.0;
-                pd.last_stable_offset = read.log_end.0;
+                pd.last_stable_offset = read.last_stable.0;
                 pd.log_start_offset = read.log_start.0;
                 pd.records = read.records;
-                if req.isolation_level == 1 {
-                    pd.aborted = Some(Vec::new());
+                if committed {
+                    pd.aborted = Some(read.aborted);
                 }
             }
             Err(code) => {
@@ -123,6 +126,8 @@ struct Read {
     bytes: usize,
     log_start: Offset,
     log_end: Offset,
+    last_stable: Offset,
+    aborted: Vec<(i64, i64)>,
 }
 
 /// Reads every wanted partition (in parallel across shards), keeping the response under
@@ -132,6 +137,7 @@ async fn read_all(
     topics: &[strand_wire::kafka::messages::TopicName],
     wants: &[Want],
     response_max: usize,
+    committed: bool,
 ) -> Vec<Result<Read, strand_wire::ErrorCode>> {
     let tasks: Vec<_> = wants
         .iter()
@@ -139,7 +145,7 @@ async fn read_all(
             let node = Rc::clone(node);
             let tp = (topics[w.topic_index].0.to_string(), w.partition);
             let (offset, bytes_max) = (Offset(w.offset), w.bytes_max.min(response_max));
-            glommio::spawn_local(async move { node.read(tp, offset, bytes_max).await })
+            glommio::spawn_local(async move { node.read(tp, offset, bytes_max, committed).await })
         })
         .collect();
     let mut out = Vec::with_capacity(tasks.len());
@@ -162,6 +168,8 @@ async fn read_all(
                 bytes,
                 log_start: read.log_start,
                 log_end: read.log_end,
+                last_stable: read.last_stable,
+                aborted: read.aborted,
             }
         }));
     }

@@ -1,5 +1,5 @@
-//! FindCoordinator (key 10): this node coordinates every group (one node); the batched form
-//! (v4+) answers each key. Transaction coordinators come with issue 5.
+//! FindCoordinator (key 10): this node coordinates every group and every transactional id
+//! (one node); the batched form (v4+) answers each key.
 
 use strand_wire::kafka::messages::find_coordinator_response::Coordinator;
 use strand_wire::kafka::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -10,10 +10,11 @@ use super::{advertised, NODE_ID};
 use crate::node::Node;
 
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
 
 pub fn handle(node: &Node, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
     let (host, port) = advertised(node);
-    let error = if req.key_type == KEY_TYPE_GROUP {
+    let error = if req.key_type == KEY_TYPE_GROUP || req.key_type == KEY_TYPE_TRANSACTION {
         ErrorCode::None
     } else {
         ErrorCode::CoordinatorNotAvailable

@@ -1,21 +1,47 @@
-//! InitProducerId (key 22): hands an idempotent producer its id (epoch 0). Transactional ids
-//! come with the transaction coordinator (issue 5).
+//! InitProducerId (key 22): hands an idempotent producer a fresh id (epoch 0); with a
+//! `transactional.id`, asks the transaction coordinator, which bumps the epoch (fencing older
+//! instances), aborts a transaction the previous instance left open, and (v3+, KIP-360) lets a
+//! producer that still holds its id and epoch re-initialise with them.
+
+use std::rc::Rc;
 
 use strand_wire::kafka::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use strand_wire::ErrorCode;
 
 use crate::node::Node;
+use crate::txn_service::{TxnRequest, TxnResponse};
 
-pub fn handle(node: &Node, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(node: &Rc<Node>, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let mut r = InitProducerIdResponse::default();
-    if req.transactional_id.is_some() {
-        // Not yet: without a coordinator we cannot fence or recover transactions.
-        r.error_code = ErrorCode::CoordinatorNotAvailable.code();
-        r.producer_id = ProducerId(-1);
-        r.producer_epoch = -1;
+    let Some(id) = req
+        .transactional_id
+        .as_ref()
+        .map(|t| t.0.as_str().to_string())
+    else {
+        r.producer_id = ProducerId(node.next_producer_id());
+        r.producer_epoch = 0;
         return r;
+    };
+    let request = TxnRequest::Init {
+        id: id.clone(),
+        timeout_ms: req.transaction_timeout_ms,
+        claim: (req.producer_id.0, req.producer_epoch),
+    };
+    let result = match node.txn_request(&id, request).await {
+        TxnResponse::Init(r) => r,
+        TxnResponse::Done(Err(code)) => Err(code),
+        _ => Err(ErrorCode::UnknownServerError),
+    };
+    match result {
+        Ok((pid, epoch)) => {
+            r.producer_id = ProducerId(pid);
+            r.producer_epoch = epoch;
+        }
+        Err(code) => {
+            r.error_code = code.code();
+            r.producer_id = ProducerId(-1);
+            r.producer_epoch = -1;
+        }
     }
-    r.producer_id = ProducerId(node.next_producer_id());
-    r.producer_epoch = 0;
     r
 }

@@ -1,5 +1,6 @@
-//! ListOffsets (key 2): earliest (-2), latest (-1), or the first offset at or after a
-//! timestamp, per partition.
+//! ListOffsets (key 2): earliest (-2), latest (-1; the last stable offset for
+//! `isolation_level=1`, read_committed), or the first offset at or after a timestamp, per
+//! partition.
 
 use std::rc::Rc;
 
@@ -10,9 +11,10 @@ use strand_wire::kafka::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use crate::node::Node;
 
-pub async fn handle(node: &Rc<Node>, req: ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn handle(node: &Rc<Node>, mut req: ListOffsetsRequest) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
-    for t in req.topics {
+    let topics = std::mem::take(&mut req.topics);
+    for t in topics {
         let mut tr = ListOffsetsTopicResponse::default();
         let name = t.name.0.as_str().to_string();
         for p in t.partitions {
@@ -20,7 +22,11 @@ pub async fn handle(node: &Rc<Node>, req: ListOffsetsRequest) -> ListOffsetsResp
             pr.partition_index = p.partition_index;
             pr.timestamp = -1;
             match node
-                .offsets((name.clone(), p.partition_index), p.timestamp)
+                .offsets(
+                    (name.clone(), p.partition_index),
+                    p.timestamp,
+                    req.isolation_level == 1,
+                )
                 .await
             {
                 Ok((offset, timestamp)) => {

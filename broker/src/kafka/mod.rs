@@ -6,8 +6,14 @@
 //! - one module per API: [`api_versions`], [`metadata`], [`produce`], [`fetch`],
 //!   [`list_offsets`], [`create_topics`], [`delete_topics`], [`create_partitions`],
 //!   [`describe_configs`], [`incremental_alter_configs`], [`init_producer_id`],
-//!   [`describe_cluster`].
+//!   [`describe_cluster`]; groups: [`find_coordinator`], [`join_group`], [`sync_group`],
+//!   [`heartbeat`], [`leave_group`], [`offset_commit`], [`offset_fetch`], [`offset_delete`],
+//!   [`list_groups`], [`describe_groups`], [`delete_groups`]; transactions:
+//!   [`add_partitions_to_txn`], [`add_offsets_to_txn`], [`txn_offset_commit`], [`end_txn`],
+//!   [`describe_transactions`], [`list_transactions`], [`describe_producers`].
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod api_versions;
 pub mod conn;
 pub mod create_partitions;
@@ -17,6 +23,9 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_producers;
+pub mod describe_transactions;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -26,12 +35,14 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -42,8 +53,10 @@ use strand_wire::kafka::messages::{ApiKey, RequestHeader, RequestKind, ResponseK
 use crate::node::Node;
 
 /// Every API Strand serves, with the versions it accepts. Floors follow Kafka 4.x (KIP-896);
-/// ceilings stop before versions that need features Strand lacks yet (topic ids in Fetch v13+,
-/// transactions v2 in Produce v12+).
+/// ceilings stop before versions that need features Strand lacks yet (topic ids in Fetch v13+;
+/// transaction version 2 of KIP-890 — Produce v12+, AddPartitionsToTxn v5, AddOffsetsToTxn v4,
+/// EndTxn v5, TxnOffsetCommit v5, InitProducerId v5+ — is not advertised, so clients use
+/// transaction version 1).
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 11),
     (ApiKey::Fetch, 4, 12),
@@ -68,6 +81,13 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::AddPartitionsToTxn, 0, 4),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
+    (ApiKey::DescribeProducers, 0, 0),
 ];
 
 /// The version range we serve for `api`, if any.
@@ -143,7 +163,26 @@ pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKin
             ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(node, r).await)
         }
         RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(init_producer_id::handle(node, r))
+            ResponseKind::InitProducerId(init_producer_id::handle(node, r).await)
+        }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(node, r, version).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(node, r, version).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(node, r, version).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(node, r, version).await)
+        }
+        RequestKind::DescribeTransactions(r) => {
+            ResponseKind::DescribeTransactions(describe_transactions::handle(node, r).await)
+        }
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(list_transactions::handle(node, r).await)
+        }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(describe_producers::handle(node, r).await)
         }
         RequestKind::DescribeCluster(_) => {
             ResponseKind::DescribeCluster(describe_cluster::handle(node))

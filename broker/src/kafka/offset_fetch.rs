@@ -1,5 +1,7 @@
 //! OffsetFetch (key 9): committed offsets of one group (v1-7) or several (v8+); -1 where
 //! nothing was committed. A null topic list means "every partition the group committed".
+//! With `require_stable` (v7+), offsets held by an open transaction answer
+//! UNSTABLE_OFFSET_COMMIT (retriable) instead.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -11,23 +13,35 @@ use strand_wire::kafka::messages::offset_fetch_response::{
 use strand_wire::kafka::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use strand_wire::kafka::protocol::StrBytes;
 
+use strand_wire::ErrorCode;
+
 use crate::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
 
 type Found = BTreeMap<String, Vec<(i32, i64, Option<String>)>>;
 
-async fn fetch(node: &Rc<Node>, group: &str, partitions: Option<Vec<(String, i32)>>) -> Found {
+async fn fetch(
+    node: &Rc<Node>,
+    group: &str,
+    partitions: Option<Vec<(String, i32)>>,
+    require_stable: bool,
+) -> Result<Found, ErrorCode> {
     let req = GroupRequest::Fetch {
         group: group.to_string(),
         partitions,
+        require_stable,
     };
     let mut out: Found = BTreeMap::new();
-    if let GroupResponse::Offsets(list) = node.group_request(group, req).await {
-        for ((topic, p), offset, md) in list {
-            out.entry(topic).or_default().push((p, offset, md));
+    match node.group_request(group, req).await {
+        GroupResponse::Offsets(list) => {
+            for ((topic, p), offset, md) in list {
+                out.entry(topic).or_default().push((p, offset, md));
+            }
         }
+        GroupResponse::Error(code) => return Err(code),
+        _ => {}
     }
-    out
+    Ok(out)
 }
 
 pub async fn handle(node: &Rc<Node>, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
@@ -47,8 +61,14 @@ pub async fn handle(node: &Rc<Node>, req: OffsetFetchRequest, version: i16) -> O
             });
             let mut gr = OffsetFetchResponseGroup::default();
             gr.group_id = g.group_id;
-            gr.topics = fetch(node, &group, wanted)
-                .await
+            let found = match fetch(node, &group, wanted, req.require_stable).await {
+                Ok(found) => found,
+                Err(code) => {
+                    gr.error_code = code.code();
+                    Found::new()
+                }
+            };
+            gr.topics = found
                 .into_iter()
                 .map(|(topic, parts)| {
                     let mut t = OffsetFetchResponseTopics::default();
@@ -81,8 +101,14 @@ pub async fn handle(node: &Rc<Node>, req: OffsetFetchRequest, version: i16) -> O
             })
             .collect()
     });
-    r.topics = fetch(node, &group, wanted)
-        .await
+    let found = match fetch(node, &group, wanted, req.require_stable).await {
+        Ok(found) => found,
+        Err(code) => {
+            r.error_code = code.code();
+            Found::new()
+        }
+    };
+    r.topics = found
         .into_iter()
         .map(|(topic, parts)| {
             let mut t = OffsetFetchResponseTopic::default();

@@ -57,6 +57,9 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
                     } else if peek_total_len(&records) != Some(records.len()) {
                         // v3+ carries exactly one batch per partition.
                         refuse(ErrorCode::InvalidRecord)
+                    } else if is_control_batch(&records) {
+                        // Markers are the coordinator's to write, never a client's.
+                        refuse(ErrorCode::InvalidRecord)
                     } else if m.cleanup_policy(node.config().log.cleanup_policy).compact
                         && has_keyless_record(&records)
                     {
@@ -122,6 +125,10 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
         }
         response
     }))
+}
+
+fn is_control_batch(batch: &[u8]) -> bool {
+    strand_wire::BatchHeader::parse(batch).is_ok_and(|h| h.is_control())
 }
 
 /// Whether an uncompressed batch holds a record without a key (compressed batches are not

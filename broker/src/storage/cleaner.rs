@@ -416,6 +416,15 @@ fn complete_swap(
     }
     for group in groups {
         let Some(&base) = group.first() else { continue };
+        // A merged segment's `.txnindex` covered only its first part: removed, so the next
+        // open scans the segment for its transactions (the in-memory state is unchanged:
+        // transactional batches are kept whole).
+        if group.len() > 1 {
+            match fs::remove_file(dir.join(super::segment::txn_index_file_name(base))) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
         // The log last: while `{base}.log` is still the old file, the manifest is still there
         // to finish the job (and the old file's new index would not match its size).
         for name in [

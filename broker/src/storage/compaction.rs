@@ -11,7 +11,8 @@
 //! 3. drops a tombstone (null value) once it is the newest for its key and
 //!    `delete.retention.ms` has passed since its batch's timestamp.
 //!
-//! What is kept, never filtered: control batches (transaction markers) and records without a
+//! What is kept, never filtered: control batches (transaction markers), transactional batches
+//! (aborted ones too: Strand does not yet drop aborted data when compacting) and records without a
 //! key (a compacted topic refuses them at produce; older ones from before a policy change are
 //! kept rather than silently dropped). Compressed batches are filtered decompressed and
 //! written back with their codec.
@@ -182,10 +183,11 @@ impl Decider<'_> {
         }
     }
 
-    /// Whether a batch must be kept whole without looking at its records (control batches:
-    /// transaction markers; their removal comes with transactions).
+    /// Whether a batch must be kept whole without looking at its records: control batches
+    /// (transaction markers) and transactional batches, whose records' fate depends on a
+    /// marker (their keys are not indexed either, so they never shadow committed records).
     pub fn keep_whole(header: &BatchHeader) -> bool {
-        header.is_control()
+        header.is_control() || header.is_transactional()
     }
 
     /// Whether `record` of the batch `header` survives.

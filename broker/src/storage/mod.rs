@@ -9,6 +9,7 @@
 //! - [`scan`] — walking stored batches; where a torn or corrupt tail starts.
 //! - [`cache`] — the hot-tail cache of recent batches as `Bytes`.
 //! - [`compaction`] — when to compact, which segments, which records survive.
+//! - [`txn`] — open and aborted transactions, the last stable offset, `.txnindex` files.
 //!
 //! I/O:
 //! - [`dma`] — O_DIRECT segment writer on glommio's io_uring, aligned direct reads.
@@ -17,7 +18,8 @@
 //! - [`housekeeping`] — retention, compaction passes and idle rolls, run in the background.
 //! - [`recovery`] — opening a directory: indexes, tail scan, truncation (blocking std I/O).
 //! - [`partition`] — `PartitionLog`: the state machine driven with real I/O, group commit,
-//!   flusher, retention.
+//!   flusher, retention; [`partition_txn`] its transactional side (rebuild at open,
+//!   read_committed reads, producers).
 
 pub mod cache;
 pub mod cleaner;
@@ -27,9 +29,11 @@ pub mod housekeeping;
 pub mod index;
 pub mod log;
 pub mod partition;
+pub mod partition_txn;
 pub mod recovery;
 pub mod scan;
 pub mod segment;
+pub mod txn;
 pub mod types;
 
 pub use housekeeping::{CleanOptions, CleanReport};

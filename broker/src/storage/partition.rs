@@ -117,6 +117,11 @@ pub struct ReadOut {
     pub batches: Vec<Bytes>,
     pub log_start: Offset,
     pub log_end: Offset,
+    /// The last stable offset when read (read_committed reads stop there).
+    pub last_stable: Offset,
+    /// For a read_committed read: `(producer id, first offset)` of aborted transactions
+    /// overlapping the batches returned.
+    pub aborted: Vec<(i64, i64)>,
 }
 
 pub(super) struct State {
@@ -130,7 +135,7 @@ pub(super) struct State {
     unflushed_bytes: u64,
     closed: bool,
     /// Idempotent producers' last batches (duplicate and sequence checks).
-    producers: ProducerStates,
+    pub(super) producers: ProducerStates,
     /// A failed write or sync: the partition refuses appends from then on.
     error: Option<String>,
     /// Compaction progress: the dirty part of the log starts here.
@@ -139,6 +144,8 @@ pub(super) struct State {
     pub(super) tombstone_due_ms: Option<i64>,
     /// A compaction pass is running (one at a time).
     pub(super) cleaning: bool,
+    /// Open and aborted transactions, the last stable offset.
+    pub(super) txns: super::txn::PartitionTxns,
 }
 
 pub(super) struct Inner {
@@ -212,6 +219,7 @@ impl PartitionLog {
             first_dirty,
             tombstone_due_ms,
             cleaning: false,
+            txns: Default::default(),
         };
         let partition = PartitionLog {
             inner: Rc::new(Inner {
@@ -224,6 +232,7 @@ impl PartitionLog {
             }),
         };
         partition.rebuild_producers().await?;
+        partition.rebuild_txns().await?;
         partition.spawn_flusher();
         Ok((partition, recovered.report))
     }
@@ -261,6 +270,7 @@ impl PartitionLog {
                         h.base_sequence,
                         h.records_count,
                         Offset(h.base_offset),
+                        h.max_timestamp_ms,
                     );
                 }
                 next = Offset(h.last_offset() + 1);
@@ -341,7 +351,14 @@ impl PartitionLog {
         if let Some(e) = &st.error {
             return Err(AppendError::Io(io::Error::other(e.clone())));
         }
-        if header.producer_id >= 0 {
+        // A transaction marker (written by the coordinator, never by a client: Produce refuses
+        // control batches).
+        let marker = if header.is_control() {
+            strand_wire::builder::marker_kind(&batch)
+        } else {
+            None
+        };
+        if header.producer_id >= 0 && !header.is_control() {
             let check = st.producers.check(
                 header.producer_id,
                 header.producer_epoch,
@@ -361,13 +378,20 @@ impl PartitionLog {
         }
         let (meta, position) = st.log.append(&header);
         if header.producer_id >= 0 {
-            st.producers.record(
-                header.producer_id,
-                header.producer_epoch,
-                header.base_sequence,
-                header.records_count,
-                meta.base_offset,
-            );
+            if header.is_control() {
+                st.producers
+                    .fence(header.producer_id, header.producer_epoch);
+            } else {
+                st.producers.record(
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                    header.records_count,
+                    meta.base_offset,
+                    header.max_timestamp_ms,
+                );
+            }
+            st.txns.apply(&header, meta.base_offset, marker);
         }
         assert_eq!(
             position,
@@ -501,10 +525,16 @@ impl PartitionLog {
         )
         .await?;
         old.finish().await?;
-        let closed: SegmentState = self.inner.state.borrow().log.active().clone();
+        let (closed, txn_index) = {
+            let st = self.inner.state.borrow();
+            let closed: SegmentState = st.log.active().clone();
+            let txn_index = st.txns.index_for_segment(closed.base, closed.next);
+            (closed, txn_index)
+        };
         let reader = glommio::executor()
             .spawn_blocking(move || -> io::Result<File> {
                 write_indexes(&dir, &closed)?;
+                super::partition_txn::write_txn_index(&dir, closed.base, &txn_index)?;
                 sync_dir(&dir)?;
                 open_for_direct_reads(&path)
             })
@@ -576,6 +606,8 @@ impl PartitionLog {
                 batches: Vec::new(),
                 log_start,
                 log_end,
+                last_stable: st.txns.last_stable(log_end),
+                aborted: Vec::new(),
             };
             if offset == log_end {
                 return Ok(Ok(out));

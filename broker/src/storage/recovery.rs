@@ -268,6 +268,7 @@ pub fn remove_segment_files(dir: &Path, base: Offset) -> io::Result<()> {
         log_file_name(base),
         index_file_name(base),
         time_index_file_name(base),
+        super::segment::txn_index_file_name(base),
     ] {
         match fs::remove_file(dir.join(name)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),

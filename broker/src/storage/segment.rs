@@ -2,7 +2,8 @@
 //!
 //! Files of a segment with base offset B, in the partition directory:
 //! `{B:020}.log` (batches, verbatim), `{B:020}.index` and `{B:020}.timeindex` (see
-//! [`super::index`]), written when the segment is closed.
+//! [`super::index`]) and `{B:020}.txnindex` (see [`super::txn`]), written when the segment
+//! is closed.
 
 use super::index::{relative, OffsetIndex, TimeIndex};
 use super::types::{BatchMeta, Offset};
@@ -15,6 +16,10 @@ pub fn index_file_name(base: Offset) -> String {
 }
 pub fn time_index_file_name(base: Offset) -> String {
     format!("{:020}.timeindex", base.0)
+}
+/// The segment's aborted-transaction index (see [`super::txn`]).
+pub fn txn_index_file_name(base: Offset) -> String {
+    format!("{:020}.txnindex", base.0)
 }
 
 /// Parses `00000000000000000042.log` into `Offset(42)`.

@@ -1,0 +1,436 @@
+//! Transactions on the node: which shard coordinates a transactional id, cross-shard routing,
+//! the `__transaction_state` log (written before every state change, replayed when its
+//! partitions open), transaction markers written to every partition of a transaction, and a
+//! ticker that aborts expired transactions and finishes in-doubt ones.
+//!
+//! A transactional id lives on the shard that owns its `__transaction_state` partition, like a
+//! group lives with its `__consumer_offsets` partition. Requests for one id run one at a time
+//! (a per-id lock), so a state change, its markers and the next state never interleave with
+//! another request for the same id.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures_channel::oneshot;
+use glommio::sync::Semaphore;
+use strand_wire::builder::{control_batch, BatchBuilder};
+use strand_wire::ErrorCode;
+use tracing::{info, warn};
+
+use crate::node::{Node, ShardMsg, TopicPartition};
+use crate::storage::partition_txn::ProducerInfo;
+use crate::storage::{Offset, PartitionLog};
+use crate::txn::{
+    complete, txn_partition, Claim, Coordinator, Step, TxnMeta, TxnPartition, TXN_TOPIC,
+};
+
+/// How often expired and in-doubt transactions are looked for.
+const TICK_MS: u64 = 1000;
+/// Kafka's `transaction.max.timeout.ms` default: a producer asking for more is refused.
+pub const TRANSACTION_MAX_TIMEOUT_MS: i32 = 900_000;
+
+/// A transaction-coordinator request, as sent to the coordinating shard.
+#[derive(Debug)]
+pub enum TxnRequest {
+    Init {
+        id: String,
+        timeout_ms: i32,
+        claim: (i64, i16),
+    },
+    AddPartitions {
+        id: String,
+        claim: Claim,
+        partitions: Vec<TxnPartition>,
+    },
+    End {
+        id: String,
+        claim: Claim,
+        commit: bool,
+    },
+    CheckOffsets {
+        id: String,
+        claim: Claim,
+    },
+    Describe {
+        id: String,
+    },
+    List,
+}
+
+#[derive(Debug)]
+pub enum TxnResponse {
+    Init(Result<(i64, i16), ErrorCode>),
+    Done(Result<(), ErrorCode>),
+    Described(Option<TxnMeta>),
+    Listed(Vec<TxnMeta>),
+}
+
+/// Per-shard transaction state.
+#[derive(Default)]
+pub struct Txns {
+    pub coordinator: Coordinator,
+    locks: HashMap<String, Rc<Semaphore>>,
+}
+
+fn now_ms() -> i64 {
+    crate::server::now_ms()
+}
+
+impl Node {
+    pub fn txn_shard(&self, id: &str) -> usize {
+        self.owner(&(TXN_TOPIC.to_string(), txn_partition(id)))
+    }
+
+    /// Runs a transaction request on the coordinating shard.
+    pub async fn txn_request(self: &Rc<Self>, id: &str, req: TxnRequest) -> TxnResponse {
+        let owner = self.txn_shard(id);
+        if owner == self.shard {
+            return self.txn_local(req).await;
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send_to(owner, ShardMsg::Txn { req, reply });
+        rx.await
+            .unwrap_or(TxnResponse::Done(Err(ErrorCode::NotCoordinator)))
+    }
+
+    /// ListTransactions across every shard.
+    pub async fn list_txns(self: &Rc<Self>) -> Vec<TxnMeta> {
+        let mut out = Vec::new();
+        for shard in 0..self.shards() {
+            let r = if shard == self.shard {
+                self.txn_local(TxnRequest::List).await
+            } else {
+                let (reply, rx) = oneshot::channel();
+                self.send_to(
+                    shard,
+                    ShardMsg::Txn {
+                        req: TxnRequest::List,
+                        reply,
+                    },
+                );
+                rx.await.unwrap_or(TxnResponse::Listed(vec![]))
+            };
+            if let TxnResponse::Listed(v) = r {
+                out.extend(v);
+            }
+        }
+        out
+    }
+
+    fn txn_lock(&self, id: &str) -> Rc<Semaphore> {
+        let mut t = self.txns.borrow_mut();
+        Rc::clone(
+            t.locks
+                .entry(id.to_string())
+                .or_insert_with(|| Rc::new(Semaphore::new(1))),
+        )
+    }
+
+    pub async fn txn_local(self: &Rc<Self>, req: TxnRequest) -> TxnResponse {
+        let id = match &req {
+            TxnRequest::Init { id, .. }
+            | TxnRequest::AddPartitions { id, .. }
+            | TxnRequest::End { id, .. }
+            | TxnRequest::CheckOffsets { id, .. } => id.clone(),
+            TxnRequest::Describe { id } => {
+                return TxnResponse::Described(self.txns.borrow().coordinator.get(id).cloned())
+            }
+            TxnRequest::List => {
+                let t = self.txns.borrow();
+                return TxnResponse::Listed(t.coordinator.txns.values().cloned().collect());
+            }
+        };
+        if self.local_partition(&txn_tp(&id)).is_none() {
+            return match req {
+                TxnRequest::Init { .. } => {
+                    TxnResponse::Init(Err(ErrorCode::CoordinatorLoadInProgress))
+                }
+                _ => TxnResponse::Done(Err(ErrorCode::CoordinatorLoadInProgress)),
+            };
+        }
+        let lock = self.txn_lock(&id);
+        let Ok(_permit) = lock.acquire_permit(1).await else {
+            return TxnResponse::Done(Err(ErrorCode::CoordinatorNotAvailable));
+        };
+        match req {
+            TxnRequest::Init {
+                id,
+                timeout_ms,
+                mut claim,
+            } => loop {
+                let step = {
+                    let t = self.txns.borrow();
+                    t.coordinator.init(
+                        &id,
+                        timeout_ms,
+                        TRANSACTION_MAX_TIMEOUT_MS,
+                        claim,
+                        now_ms(),
+                        &mut || self.next_producer_id(),
+                    )
+                };
+                match step {
+                    Err(code) => return TxnResponse::Init(Err(code)),
+                    Ok(Step::Persist(meta)) => {
+                        let r = self.persist_txn(meta).await;
+                        return TxnResponse::Init(r.map(|m| (m.producer_id, m.epoch)));
+                    }
+                    Ok(Step::End(prepared)) => {
+                        if let Err(code) = self.end_txn(prepared).await {
+                            return TxnResponse::Init(Err(code));
+                        }
+                        // The old producer is fenced; initialise afresh.
+                        claim = (-1, -1);
+                    }
+                    Ok(Step::Done) => {
+                        let t = self.txns.borrow();
+                        let m = t.coordinator.get(&id);
+                        return TxnResponse::Init(
+                            m.map(|m| (m.producer_id, m.epoch))
+                                .ok_or(ErrorCode::UnknownServerError),
+                        );
+                    }
+                }
+            },
+            TxnRequest::AddPartitions {
+                id,
+                claim,
+                partitions,
+            } => {
+                let step = self.txns.borrow().coordinator.add_partitions(
+                    &id,
+                    claim,
+                    &partitions,
+                    now_ms(),
+                );
+                TxnResponse::Done(self.run_step(step).await)
+            }
+            TxnRequest::End { id, claim, commit } => {
+                let step = self
+                    .txns
+                    .borrow()
+                    .coordinator
+                    .end(&id, claim, commit, now_ms());
+                TxnResponse::Done(self.run_step(step).await)
+            }
+            TxnRequest::CheckOffsets { id, claim } => {
+                TxnResponse::Done(self.txns.borrow().coordinator.check_offsets(&id, claim))
+            }
+            TxnRequest::Describe { .. } | TxnRequest::List => {
+                TxnResponse::Done(Err(ErrorCode::UnknownServerError))
+            }
+        }
+    }
+
+    async fn run_step(self: &Rc<Self>, step: Result<Step, ErrorCode>) -> Result<(), ErrorCode> {
+        match step? {
+            Step::Done => Ok(()),
+            Step::Persist(meta) => self.persist_txn(meta).await.map(|_| ()),
+            Step::End(prepared) => self.end_txn(prepared).await.map(|_| ()),
+        }
+    }
+
+    /// Ends a transaction: persists the `Prepare*` state, writes the markers, persists the
+    /// `Complete*` state. A failure leaves it in `Prepare*`, which the ticker retries.
+    async fn end_txn(self: &Rc<Self>, prepared: TxnMeta) -> Result<TxnMeta, ErrorCode> {
+        let prepared = self.persist_txn(prepared).await?;
+        let commit = prepared.state == crate::txn::TxnState::PrepareCommit;
+        let mut writes = Vec::new();
+        for tp in &prepared.partitions {
+            let node = Rc::clone(self);
+            let tp = tp.clone();
+            let (pid, epoch) = (prepared.producer_id, prepared.epoch);
+            writes.push(glommio::spawn_local(async move {
+                node.write_marker(tp, pid, epoch, commit).await
+            }));
+        }
+        for w in writes {
+            w.await?;
+        }
+        self.persist_txn(complete(&prepared, now_ms())).await
+    }
+
+    /// Appends `meta` to the id's `__transaction_state` partition (fdatasynced), then makes it
+    /// the current state.
+    async fn persist_txn(&self, meta: TxnMeta) -> Result<TxnMeta, ErrorCode> {
+        let log = self
+            .local_partition(&txn_tp(&meta.transactional_id))
+            .ok_or(ErrorCode::NotCoordinator)?;
+        let (key, value) = crate::txn::encode(&meta);
+        let mut b = BatchBuilder::new(now_ms());
+        b.push(Some(&key), &value, 0);
+        log.append_durable(BytesMut::from(&b.finish()[..]), now_ms())
+            .await
+            .map_err(|e| {
+                warn!(id = %meta.transactional_id, error = %e, "could not persist transaction state");
+                ErrorCode::KafkaStorageError
+            })?;
+        self.txns.borrow_mut().coordinator.adopt(meta.clone());
+        Ok(meta)
+    }
+
+    /// Writes a commit or abort marker to `tp`, on whichever shard owns it.
+    pub async fn write_marker(
+        self: &Rc<Self>,
+        tp: TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<(), ErrorCode> {
+        let owner = self.owner(&tp);
+        let result = if owner == self.shard {
+            self.marker_local(&tp, producer_id, epoch, commit).await
+        } else {
+            let (reply, rx) = oneshot::channel();
+            self.send_to(
+                owner,
+                ShardMsg::Marker {
+                    tp: tp.clone(),
+                    producer_id,
+                    epoch,
+                    commit,
+                    reply,
+                },
+            );
+            rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+        };
+        match result {
+            // A partition deleted since it joined the transaction: nothing to mark.
+            Err(ErrorCode::UnknownTopicOrPartition)
+                if self
+                    .catalog()
+                    .topics
+                    .get(&tp.0)
+                    .is_none_or(|t| tp.1 >= t.partitions) =>
+            {
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    /// The marker on this shard's partition; for `__consumer_offsets`, the transaction's
+    /// offsets become visible (commit) or are dropped (abort).
+    pub async fn marker_local(
+        &self,
+        tp: &TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<(), ErrorCode> {
+        let log = self
+            .local_partition(tp)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        let batch = control_batch(producer_id, epoch, commit, 0, now_ms());
+        log.append_durable(BytesMut::from(&batch[..]), now_ms())
+            .await
+            .map_err(|e| {
+                warn!(topic = %tp.0, partition = tp.1, error = %e, "could not write a transaction marker");
+                e.error_code()
+            })?;
+        self.shared.appended[self.shard].notify(usize::MAX);
+        if tp.0 == crate::group_service::OFFSETS_TOPIC {
+            self.end_txn_offsets(producer_id, tp.1, commit);
+        }
+        Ok(())
+    }
+
+    /// DescribeProducers for one partition, on whichever shard owns it.
+    pub async fn producers(&self, tp: TopicPartition) -> Result<Vec<ProducerInfo>, ErrorCode> {
+        let owner = self.owner(&tp);
+        if owner == self.shard {
+            return self.producers_local(&tp);
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send_to(owner, ShardMsg::Producers { tp, reply });
+        rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+    }
+
+    pub fn producers_local(&self, tp: &TopicPartition) -> Result<Vec<ProducerInfo>, ErrorCode> {
+        self.local_partition(tp)
+            .map(|log| log.producers())
+            .ok_or(ErrorCode::UnknownTopicOrPartition)
+    }
+
+    /// Replays a `__transaction_state` partition into the coordinator (last record wins).
+    pub async fn replay_txns(&self, log: &PartitionLog) {
+        let mut next = log.log_start();
+        let mut replayed = 0usize;
+        while next < log.log_end() {
+            let out = match log.read(next, 8 << 20).await {
+                Ok(out) if !out.batches.is_empty() => out,
+                _ => break,
+            };
+            for b in &out.batches {
+                let Ok(h) = strand_wire::BatchHeader::parse(b) else {
+                    return;
+                };
+                next = Offset(h.last_offset() + 1);
+                let Ok(records) = strand_wire::records::records(b) else {
+                    continue;
+                };
+                for r in records {
+                    let (Some(key), Some(value)) = (r.key, r.value) else {
+                        continue;
+                    };
+                    if let Some(meta) = crate::txn::decode(key, value) {
+                        self.txns.borrow_mut().coordinator.adopt(meta);
+                        replayed += 1;
+                    }
+                }
+            }
+        }
+        if replayed > 0 {
+            info!(shard = self.shard, replayed, "transaction states reloaded");
+        }
+    }
+
+    /// Aborts expired transactions and finishes in-doubt ones on this shard, every second.
+    pub fn spawn_txn_ticker(self: &Rc<Self>) {
+        let me = Rc::clone(self);
+        glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(Duration::from_millis(TICK_MS)).await;
+                let now = now_ms();
+                let work: Vec<TxnMeta> = {
+                    let t = me.txns.borrow();
+                    let mut w = t.coordinator.expired(now);
+                    w.extend(t.coordinator.in_doubt());
+                    w
+                };
+                for meta in work {
+                    let lock = me.txn_lock(&meta.transactional_id);
+                    let Ok(_permit) = lock.try_acquire_permit(1) else {
+                        continue; // a request for this id is running; next tick
+                    };
+                    // Re-check under the lock: a request may have changed it meanwhile.
+                    let current = me
+                        .txns
+                        .borrow()
+                        .coordinator
+                        .get(&meta.transactional_id)
+                        .cloned();
+                    let still = current.is_some_and(|c| {
+                        (c.state.is_prepare() && c == meta)
+                            || (c.state == crate::txn::TxnState::Ongoing
+                                && c.epoch.saturating_add(1) == meta.epoch)
+                    });
+                    if !still {
+                        continue;
+                    }
+                    info!(id = %meta.transactional_id, state = meta.state.name(), "ending transaction (timeout or recovery)");
+                    if let Err(code) = me.end_txn(meta).await {
+                        warn!(?code, "could not end a transaction; will retry");
+                    }
+                }
+            }
+        })
+        .detach();
+    }
+}
+
+fn txn_tp(id: &str) -> TopicPartition {
+    (TXN_TOPIC.to_string(), txn_partition(id))
+}
