@@ -36,6 +36,19 @@ pub fn offsets_partition(group: &str) -> i32 {
     (h % OFFSETS_PARTITIONS as u32) as i32
 }
 
+/// A committed offset as requests carry it: partition, offset, leader epoch (-1 unknown),
+/// metadata.
+pub type OffsetEntry = ((String, i32), i64, i32, Option<String>);
+
+/// The stored form of an offset and its leader epoch: `offset:epoch` (older records have
+/// just `offset`).
+fn parse_position(s: &str) -> Option<(i64, i32)> {
+    match s.split_once(':') {
+        Some((o, e)) => Some((o.parse().ok()?, e.parse().ok()?)),
+        None => Some((s.parse().ok()?, -1)),
+    }
+}
+
 /// A group request, as sent to the coordinating shard.
 #[derive(Debug)]
 pub enum GroupRequest {
@@ -59,7 +72,7 @@ pub enum GroupRequest {
         group: String,
         member: String,
         generation: i32,
-        offsets: Vec<((String, i32), i64, Option<String>)>,
+        offsets: Vec<OffsetEntry>,
     },
     Fetch {
         group: String,
@@ -75,7 +88,7 @@ pub enum GroupRequest {
         generation: i32,
         producer_id: i64,
         epoch: i16,
-        offsets: Vec<((String, i32), i64, Option<String>)>,
+        offsets: Vec<OffsetEntry>,
     },
     Describe {
         group: String,
@@ -97,7 +110,7 @@ pub enum GroupResponse {
     Error(ErrorCode),
     Errors(Vec<ErrorCode>),
     /// Per partition: offset (-1 if none), metadata.
-    Offsets(Vec<((String, i32), i64, Option<String>)>),
+    Offsets(Vec<OffsetEntry>),
     Described(Option<GroupSummary>),
     Listed(Vec<(String, String, String)>),
 }
@@ -128,6 +141,7 @@ struct PendingOffset {
     group: String,
     tp: (String, i32),
     offset: i64,
+    leader_epoch: i32,
     metadata: Option<String>,
 }
 
@@ -270,11 +284,12 @@ impl Node {
                 }
                 let entries = offsets
                     .into_iter()
-                    .map(|(tp, offset, metadata)| {
+                    .map(|(tp, offset, leader_epoch, metadata)| {
                         (
                             tp,
                             Committed {
                                 offset,
+                                leader_epoch,
                                 metadata,
                                 commit_ms: now,
                             },
@@ -308,8 +323,8 @@ impl Node {
                 GroupResponse::Offsets(
                     all.into_iter()
                         .map(|tp| match g.coordinator.committed(&group, &tp) {
-                            Some(c) => (tp, c.offset, c.metadata.clone()),
-                            None => (tp, -1, None),
+                            Some(c) => (tp, c.offset, c.leader_epoch, c.metadata.clone()),
+                            None => (tp, -1, -1, None),
                         })
                         .collect(),
                 )
@@ -341,12 +356,13 @@ impl Node {
                 let partition = offsets_partition(&group);
                 let mut g = self.groups.borrow_mut();
                 let pending = g.pending_txn.entry(producer_id).or_default();
-                for (tp, offset, metadata) in offsets {
+                for (tp, offset, leader_epoch, metadata) in offsets {
                     pending.push(PendingOffset {
                         offsets_partition: partition,
                         group: group.clone(),
                         tp,
                         offset,
+                        leader_epoch,
                         metadata,
                     });
                 }
@@ -397,7 +413,7 @@ impl Node {
                 }
                 // A tombstone for the whole group: topic "*".
                 if let Err(code) = self
-                    .persist_offsets(&group, &[(("*".to_string(), -1), -1, None)])
+                    .persist_offsets(&group, &[(("*".to_string(), -1), -1, -1, None)])
                     .await
                 {
                     return GroupResponse::Error(code);
@@ -413,8 +429,10 @@ impl Node {
                 if let Err(code) = check {
                     return GroupResponse::Error(code);
                 }
-                let tombstones: Vec<_> =
-                    partitions.iter().map(|tp| (tp.clone(), -1, None)).collect();
+                let tombstones: Vec<_> = partitions
+                    .iter()
+                    .map(|tp| (tp.clone(), -1, -1, None))
+                    .collect();
                 if let Err(code) = self.persist_offsets(&group, &tombstones).await {
                     return GroupResponse::Error(code);
                 }
@@ -450,25 +468,22 @@ impl Node {
     }
 
     /// Appends the commit to the group's `__consumer_offsets` partition and waits for the
-    /// fdatasync. Record: key `group \0 topic \0 partition`, value `offset \0 metadata`.
-    async fn persist_offsets(
-        &self,
-        group: &str,
-        offsets: &[((String, i32), i64, Option<String>)],
-    ) -> Result<(), ErrorCode> {
+    /// fdatasync. Record: key `group \0 topic \0 partition`, value
+    /// `offset:leader epoch \0 metadata`.
+    async fn persist_offsets(&self, group: &str, offsets: &[OffsetEntry]) -> Result<(), ErrorCode> {
         let tp = (OFFSETS_TOPIC.to_string(), offsets_partition(group));
         let log: PartitionLog = self
             .local_partition(&tp)
             .ok_or(ErrorCode::CoordinatorNotAvailable)?;
         let mut b = BatchBuilder::new(now_ms());
-        for ((topic, partition), offset, metadata) in offsets {
+        for ((topic, partition), offset, epoch, metadata) in offsets {
             let key = format!("{group}\0{topic}\0{partition}");
             // Offset -1 is a tombstone (empty value): the commit, or with topic "*" the whole
             // group, is deleted.
             let value = if *offset < 0 {
                 String::new()
             } else {
-                format!("{offset}\0{}", metadata.as_deref().unwrap_or(""))
+                format!("{offset}:{epoch}\0{}", metadata.as_deref().unwrap_or(""))
             };
             b.push(Some(key.as_bytes()), value.as_bytes(), 0);
         }
@@ -492,7 +507,7 @@ impl Node {
         group: &str,
         producer_id: i64,
         epoch: i16,
-        offsets: &[((String, i32), i64, Option<String>)],
+        offsets: &[OffsetEntry],
     ) -> Result<(), ErrorCode> {
         let tp = (OFFSETS_TOPIC.to_string(), offsets_partition(group));
         let log: PartitionLog = self
@@ -501,9 +516,9 @@ impl Node {
         let mut sequence = log.next_sequence(producer_id, epoch);
         for _attempt in 0..2 {
             let mut b = BatchBuilder::new(now_ms());
-            for ((topic, partition), offset, metadata) in offsets {
+            for ((topic, partition), offset, epoch, metadata) in offsets {
                 let key = format!("{group}\0{topic}\0{partition}");
-                let value = format!("{offset}\0{}", metadata.as_deref().unwrap_or(""));
+                let value = format!("{offset}:{epoch}\0{}", metadata.as_deref().unwrap_or(""));
                 b.push(Some(key.as_bytes()), value.as_bytes(), 0);
             }
             let b = b.producer(producer_id, epoch, sequence).transactional();
@@ -547,6 +562,7 @@ impl Node {
                     p.tp,
                     Committed {
                         offset: p.offset,
+                        leader_epoch: p.leader_epoch,
                         metadata: p.metadata,
                         commit_ms: now,
                     },
@@ -600,12 +616,12 @@ impl Node {
                         continue;
                     }
                     let v: Vec<&str> = value.splitn(2, '\0').collect();
-                    if let (3, 2, Ok(p), Ok(o)) = (
+                    if let (3, 2, Ok(p), Some((o, leader_epoch))) = (
                         k.len(),
                         v.len(),
                         k.get(2)
                             .map_or(Err(()), |s| s.parse::<i32>().map_err(|_| ())),
-                        v[0].parse::<i64>(),
+                        parse_position(v[0]),
                     ) {
                         let metadata = (!v[1].is_empty()).then(|| v[1].to_string());
                         self.groups.borrow_mut().coordinator.commit(
@@ -614,6 +630,7 @@ impl Node {
                                 (k[1].to_string(), p),
                                 Committed {
                                     offset: o,
+                                    leader_epoch,
                                     metadata,
                                     commit_ms: h.max_timestamp_ms,
                                 },
@@ -636,7 +653,9 @@ impl Node {
         for (key, value) in strand_wire::builder::plain_records(batch) {
             let k: Vec<&str> = key.splitn(3, '\0').collect();
             let v: Vec<&str> = value.splitn(2, '\0').collect();
-            if let (3, 2, Ok(p), Ok(o)) = (k.len(), v.len(), k[2].parse::<i32>(), v[0].parse()) {
+            if let (3, 2, Ok(p), Some((o, leader_epoch))) =
+                (k.len(), v.len(), k[2].parse::<i32>(), parse_position(v[0]))
+            {
                 g.pending_txn
                     .entry(producer_id)
                     .or_default()
@@ -645,6 +664,7 @@ impl Node {
                         group: k[0].to_string(),
                         tp: (k[1].to_string(), p),
                         offset: o,
+                        leader_epoch,
                         metadata: (!v[1].is_empty()).then(|| v[1].to_string()),
                     });
             }

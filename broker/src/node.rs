@@ -87,6 +87,12 @@ pub enum ShardMsg {
         commit: bool,
         reply: oneshot::Sender<Result<(), ErrorCode>>,
     },
+    /// DeleteRecords, to the partition's shard: the new log start offset.
+    DeleteRecords {
+        tp: TopicPartition,
+        before: Offset,
+        reply: oneshot::Sender<Result<Offset, ErrorCode>>,
+    },
     /// DescribeProducers, to the partition's shard.
     Producers {
         tp: TopicPartition,
@@ -268,6 +274,9 @@ impl Node {
             } => {
                 let _ = reply.send(self.marker_local(&tp, producer_id, epoch, commit).await);
             }
+            ShardMsg::DeleteRecords { tp, before, reply } => {
+                let _ = reply.send(self.delete_records_local(&tp, before).await);
+            }
             ShardMsg::Producers { tp, reply } => {
                 let _ = reply.send(self.producers_local(&tp));
             }
@@ -442,6 +451,40 @@ impl Node {
                 Ok(None) => Ok((Offset(-1), -1)),
                 Err(_) => Err(ErrorCode::KafkaStorageError),
             },
+        }
+    }
+
+    /// DeleteRecords on whichever shard owns `tp`: the new log start offset.
+    pub async fn delete_records(
+        &self,
+        tp: TopicPartition,
+        before: Offset,
+    ) -> Result<Offset, ErrorCode> {
+        let owner = self.owner(&tp);
+        if owner == self.shard {
+            return self.delete_records_local(&tp, before).await;
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(owner, ShardMsg::DeleteRecords { tp, before, reply });
+        rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+    }
+
+    async fn delete_records_local(
+        &self,
+        tp: &TopicPartition,
+        before: Offset,
+    ) -> Result<Offset, ErrorCode> {
+        let log = self.local(tp).ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        match log.delete_records(before).await {
+            Ok(Some(start)) => {
+                info!(topic = %tp.0, partition = tp.1, log_start = %start, "records deleted");
+                Ok(start)
+            }
+            Ok(None) => Err(ErrorCode::OffsetOutOfRange),
+            Err(e) => {
+                warn!(topic = %tp.0, partition = tp.1, error = %e, "delete records failed");
+                Err(ErrorCode::KafkaStorageError)
+            }
         }
     }
 

@@ -102,6 +102,8 @@ pub enum Outcome<T> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Committed {
     pub offset: i64,
+    /// The leader epoch the consumer saw at `offset` (-1 unknown), returned by OffsetFetch.
+    pub leader_epoch: i32,
     pub metadata: Option<String>,
     pub commit_ms: i64,
 }

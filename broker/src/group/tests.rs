@@ -161,6 +161,7 @@ fn delete_and_expire_offsets_only_for_empty_groups() {
             tp.clone(),
             Committed {
                 offset: 5,
+                leader_epoch: -1,
                 metadata: None,
                 commit_ms: 0,
             },
@@ -176,6 +177,7 @@ fn delete_and_expire_offsets_only_for_empty_groups() {
             tp.clone(),
             Committed {
                 offset: 7,
+                leader_epoch: -1,
                 metadata: None,
                 commit_ms: 0,
             },

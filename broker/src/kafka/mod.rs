@@ -10,7 +10,8 @@
 //!   [`heartbeat`], [`leave_group`], [`offset_commit`], [`offset_fetch`], [`offset_delete`],
 //!   [`list_groups`], [`describe_groups`], [`delete_groups`]; transactions:
 //!   [`add_partitions_to_txn`], [`add_offsets_to_txn`], [`txn_offset_commit`], [`end_txn`],
-//!   [`describe_transactions`], [`list_transactions`], [`describe_producers`].
+//!   [`describe_transactions`], [`list_transactions`], [`describe_producers`]; records:
+//!   [`delete_records`].
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
@@ -19,6 +20,7 @@ pub mod conn;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
@@ -81,6 +83,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::AddPartitionsToTxn, 0, 4),
     (ApiKey::AddOffsetsToTxn, 0, 3),
     (ApiKey::EndTxn, 0, 4),
@@ -180,6 +183,9 @@ pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKin
         }
         RequestKind::ListTransactions(r) => {
             ResponseKind::ListTransactions(list_transactions::handle(node, r).await)
+        }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(delete_records::handle(node, r).await)
         }
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(describe_producers::handle(node, r).await)

@@ -22,6 +22,7 @@ pub async fn handle(node: &Rc<Node>, req: OffsetCommitRequest) -> OffsetCommitRe
                 (
                     (t.name.0.as_str().to_string(), p.partition_index),
                     p.committed_offset,
+                    p.committed_leader_epoch,
                     p.committed_metadata
                         .as_ref()
                         .map(|m| m.as_str().to_string()),

@@ -18,7 +18,7 @@ use strand_wire::ErrorCode;
 use crate::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
 
-type Found = BTreeMap<String, Vec<(i32, i64, Option<String>)>>;
+type Found = BTreeMap<String, Vec<(i32, i64, i32, Option<String>)>>;
 
 async fn fetch(
     node: &Rc<Node>,
@@ -34,8 +34,8 @@ async fn fetch(
     let mut out: Found = BTreeMap::new();
     match node.group_request(group, req).await {
         GroupResponse::Offsets(list) => {
-            for ((topic, p), offset, md) in list {
-                out.entry(topic).or_default().push((p, offset, md));
+            for ((topic, p), offset, epoch, md) in list {
+                out.entry(topic).or_default().push((p, offset, epoch, md));
             }
         }
         GroupResponse::Error(code) => return Err(code),
@@ -75,10 +75,11 @@ pub async fn handle(node: &Rc<Node>, req: OffsetFetchRequest, version: i16) -> O
                     t.name = TopicName(StrBytes::from_string(topic));
                     t.partitions = parts
                         .into_iter()
-                        .map(|(p, o, md)| {
+                        .map(|(p, o, epoch, md)| {
                             let mut pr = OffsetFetchResponsePartitions::default();
                             pr.partition_index = p;
                             pr.committed_offset = o;
+                            pr.committed_leader_epoch = epoch;
                             pr.metadata = Some(StrBytes::from_string(md.unwrap_or_default()));
                             pr
                         })
@@ -115,10 +116,11 @@ pub async fn handle(node: &Rc<Node>, req: OffsetFetchRequest, version: i16) -> O
             t.name = TopicName(StrBytes::from_string(topic));
             t.partitions = parts
                 .into_iter()
-                .map(|(p, o, md)| {
+                .map(|(p, o, epoch, md)| {
                     let mut pr = OffsetFetchResponsePartition::default();
                     pr.partition_index = p;
                     pr.committed_offset = o;
+                    pr.committed_leader_epoch = epoch;
                     pr.metadata = Some(StrBytes::from_string(md.unwrap_or_default()));
                     pr
                 })

@@ -71,6 +71,7 @@ async fn commit(node: &Rc<Node>, req: &TxnOffsetCommitRequest, version: i16) -> 
                 (
                     (t.name.0.as_str().to_string(), p.partition_index),
                     p.committed_offset,
+                    p.committed_leader_epoch,
                     p.committed_metadata
                         .as_ref()
                         .map(|m| m.as_str().to_string()),

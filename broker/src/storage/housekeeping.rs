@@ -71,6 +71,40 @@ impl PartitionLog {
         Ok(n)
     }
 
+    /// DeleteRecords: every offset below `before` (the log end if -1) becomes unreadable; whole
+    /// segments below it are deleted. Returns the new log start offset, or `None` if `before`
+    /// is past the log end.
+    pub async fn delete_records(&self, before: super::Offset) -> io::Result<Option<super::Offset>> {
+        let _permit = self.lock_appends().await?;
+        let (removed, start) = {
+            let mut st = self.inner.state.borrow_mut();
+            let end = st.log.log_end();
+            let target = if before.0 == -1 { end } else { before };
+            if target > end || target.0 < 0 {
+                return Ok(None);
+            }
+            let removed = st.log.advance_log_start(target);
+            for base in &removed {
+                st.readers.remove(base);
+            }
+            let start = st.log.log_start();
+            st.cache.drop_below(start);
+            st.txns.forget_before(start);
+            (removed, start)
+        };
+        let dir = self.inner.dir.clone();
+        glommio::executor()
+            .spawn_blocking(move || -> io::Result<()> {
+                super::recovery::write_log_start(&dir, start)?;
+                for base in removed {
+                    remove_segment_files(&dir, base)?;
+                }
+                sync_dir(&dir)
+            })
+            .await?;
+        Ok(Some(start))
+    }
+
     /// Closes the active segment if it is not empty and `segment.ms` has passed since its
     /// first batch. Returns whether it rolled.
     pub async fn roll_if_idle(&self, now_ms: i64) -> io::Result<bool> {

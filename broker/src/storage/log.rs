@@ -213,6 +213,22 @@ impl LogState {
         removed
     }
 
+    /// DeleteRecords: moves the log start offset up to `to` (at most the log end) and drops
+    /// the closed segments wholly below it. Returns their base offsets (files to delete).
+    pub fn advance_log_start(&mut self, to: Offset) -> Vec<Offset> {
+        let to = to.min(self.log_end());
+        self.log_start = self.log_start.max(to);
+        let n = self
+            .segments
+            .iter()
+            .take(self.segments.len() - 1)
+            .take_while(|s| s.next <= self.log_start)
+            .count();
+        let removed: Vec<Offset> = self.segments.drain(..n).map(|s| s.base).collect();
+        self.check_invariants();
+        removed
+    }
+
     /// Replaces the neighbouring closed segments `bases` by one compacted segment covering the
     /// same offsets (same base, same next). Returns false, changing nothing, if they are no
     /// longer there as given (a concurrent deletion).
@@ -288,6 +304,29 @@ mod tests {
             log.roll();
         }
         log.append(h).0
+    }
+
+    #[test]
+    fn delete_records_moves_the_start_and_drops_whole_segments_below_it() {
+        let mut log = LogState::new(config(), vec![]);
+        let h = header(10, 100, 0);
+        for _ in 0..3 {
+            append(&mut log, &h, 0);
+            log.roll();
+        }
+        append(&mut log, &h, 0);
+        assert_eq!(log.segments().count(), 4);
+        assert_eq!(log.advance_log_start(Offset(15)), vec![Offset(0)]);
+        assert_eq!(log.log_start(), Offset(15));
+        assert_eq!(log.advance_log_start(Offset(5)), vec![], "never moves back");
+        assert_eq!(log.log_start(), Offset(15));
+        // Past the end: clamped to the end; the active segment always stays.
+        assert_eq!(
+            log.advance_log_start(Offset(99)),
+            vec![Offset(10), Offset(20)]
+        );
+        assert_eq!(log.log_start(), Offset(40));
+        assert_eq!(log.segments().count(), 1);
     }
 
     #[test]

@@ -178,7 +178,19 @@ impl PartitionLog {
                 Ok((recovered, super::cleaner::read_checkpoint(&d)))
             })
             .await?;
-        let log = LogState::new(config, recovered.segments);
+        let mut log = LogState::new(config, recovered.segments);
+        let stale = log.advance_log_start(recovered.log_start);
+        if !stale.is_empty() {
+            let d = dir.clone();
+            glommio::executor()
+                .spawn_blocking(move || -> io::Result<()> {
+                    for base in stale {
+                        super::recovery::remove_segment_files(&d, base)?;
+                    }
+                    Ok(())
+                })
+                .await?;
+        }
         let active = log.active();
         let writer = SegmentWriter::open(
             &dir.join(log_file_name(active.base)),

@@ -35,6 +35,8 @@ pub struct RecoveryReport {
 #[derive(Debug)]
 pub struct Recovered {
     pub segments: Vec<SegmentState>,
+    /// The log start offset DeleteRecords set (`log-start-offset`), or 0.
+    pub log_start: Offset,
     pub report: RecoveryReport,
 }
 
@@ -127,7 +129,32 @@ pub fn recover(dir: &Path, config: &LogConfig) -> io::Result<Recovered> {
     if report.scanned > 0 || report.truncated_bytes > 0 {
         info!(dir = %dir.display(), ?report, "recovered partition");
     }
-    Ok(Recovered { segments, report })
+    Ok(Recovered {
+        segments,
+        log_start: read_log_start(dir),
+        report,
+    })
+}
+
+/// The file holding the log start offset DeleteRecords moved (Kafka keeps it in
+/// `log-start-offset-checkpoint`).
+pub const LOG_START_FILE: &str = "log-start-offset";
+
+fn read_log_start(dir: &Path) -> Offset {
+    fs::read_to_string(dir.join(LOG_START_FILE))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .map_or(Offset(0), Offset)
+}
+
+/// Persists the log start offset (tmp, fsync, rename, directory fsync).
+pub fn write_log_start(dir: &Path, start: Offset) -> io::Result<()> {
+    let tmp = dir.join(format!("{LOG_START_FILE}.tmp"));
+    let mut f = File::create(&tmp)?;
+    f.write_all(format!("{}\n", start.0).as_bytes())?;
+    f.sync_data()?;
+    fs::rename(&tmp, dir.join(LOG_START_FILE))?;
+    sync_dir(dir)
 }
 
 /// Scans a `.log` file from the start; returns its state and why the scan stopped.
