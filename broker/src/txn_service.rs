@@ -174,7 +174,7 @@ impl Node {
                 match step {
                     Err(code) => return TxnResponse::Init(Err(code)),
                     Ok(Step::Persist(meta)) => {
-                        let r = self.persist_txn(meta).await;
+                        let r = self.persist_txn(meta, true).await;
                         return TxnResponse::Init(r.map(|m| (m.producer_id, m.epoch)));
                     }
                     Ok(Step::End(prepared)) => {
@@ -227,7 +227,7 @@ impl Node {
     async fn run_step(self: &Rc<Self>, step: Result<Step, ErrorCode>) -> Result<(), ErrorCode> {
         match step? {
             Step::Done => Ok(()),
-            Step::Persist(meta) => self.persist_txn(meta).await.map(|_| ()),
+            Step::Persist(meta) => self.persist_txn(meta, true).await.map(|_| ()),
             Step::End(prepared) => self.end_txn(prepared).await.map(|_| ()),
         }
     }
@@ -235,7 +235,7 @@ impl Node {
     /// Ends a transaction: persists the `Prepare*` state, writes the markers, persists the
     /// `Complete*` state. A failure leaves it in `Prepare*`, which the ticker retries.
     async fn end_txn(self: &Rc<Self>, prepared: TxnMeta) -> Result<TxnMeta, ErrorCode> {
-        let prepared = self.persist_txn(prepared).await?;
+        let prepared = self.persist_txn(prepared, true).await?;
         let commit = prepared.state == crate::txn::TxnState::PrepareCommit;
         let mut writes = Vec::new();
         for tp in &prepared.partitions {
@@ -249,24 +249,32 @@ impl Node {
         for w in writes {
             w.await?;
         }
-        self.persist_txn(complete(&prepared, now_ms())).await
+        // Not fdatasynced here: `Prepare*` (durable) is the decision and the markers are
+        // durable; if this record is lost in a crash, recovery finds `Prepare*` and writes
+        // the markers again (a second marker is a no-op). The next durable record of this
+        // partition (any state change of the id) makes it durable too.
+        self.persist_txn(complete(&prepared, now_ms()), false).await
     }
 
-    /// Appends `meta` to the id's `__transaction_state` partition (fdatasynced), then makes it
-    /// the current state.
-    async fn persist_txn(&self, meta: TxnMeta) -> Result<TxnMeta, ErrorCode> {
+    /// Appends `meta` to the id's `__transaction_state` partition (fdatasynced if `durable`),
+    /// then makes it the current state.
+    async fn persist_txn(&self, meta: TxnMeta, durable: bool) -> Result<TxnMeta, ErrorCode> {
         let log = self
             .local_partition(&txn_tp(&meta.transactional_id))
             .ok_or(ErrorCode::NotCoordinator)?;
         let (key, value) = crate::txn::encode(&meta);
         let mut b = BatchBuilder::new(now_ms());
         b.push(Some(&key), &value, 0);
-        log.append_durable(BytesMut::from(&b.finish()[..]), now_ms())
-            .await
-            .map_err(|e| {
-                warn!(id = %meta.transactional_id, error = %e, "could not persist transaction state");
-                ErrorCode::KafkaStorageError
-            })?;
+        let batch = BytesMut::from(&b.finish()[..]);
+        let appended = if durable {
+            log.append_durable(batch, now_ms()).await
+        } else {
+            log.append(batch, now_ms()).await
+        };
+        appended.map_err(|e| {
+            warn!(id = %meta.transactional_id, error = %e, "could not persist transaction state");
+            ErrorCode::KafkaStorageError
+        })?;
         self.txns.borrow_mut().coordinator.adopt(meta.clone());
         Ok(meta)
     }
