@@ -31,6 +31,9 @@ pub struct BrokerConfig {
     pub num_partitions: i32,
     /// `offsets.retention.minutes`: committed offsets of empty groups expire after this.
     pub offsets_retention_minutes: i64,
+    /// `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a producer may ask
+    /// for (InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).
+    pub transaction_max_timeout_ms: i32,
     /// Log compaction, broker-wide (`log.cleaner.*`).
     pub cleaner: CleanerConfig,
     /// `offsets.topic.segment.bytes`: segment size of `__consumer_offsets` (small, so it
@@ -73,6 +76,7 @@ impl Default for BrokerConfig {
             auto_create_topics: true,
             num_partitions: crate::limits::DEFAULT_PARTITIONS,
             offsets_retention_minutes: 7 * 24 * 60,
+            transaction_max_timeout_ms: 900_000,
             cleaner: CleanerConfig::default(),
             offsets_topic_segment_bytes: 100 << 20,
             io_properties_file: None,
@@ -129,6 +133,8 @@ pub struct FileConfig {
     pub num_partitions: Option<i32>,
     #[serde(rename = "offsets.retention.minutes")]
     pub offsets_retention_minutes: Option<i64>,
+    #[serde(rename = "transaction.max.timeout.ms")]
+    pub transaction_max_timeout_ms: Option<i32>,
     #[serde(rename = "io.properties.file")]
     pub io_properties_file: Option<PathBuf>,
 }
@@ -207,6 +213,10 @@ impl BrokerConfig {
         set!(self.auto_create_topics, f.auto_create_topics);
         set!(self.num_partitions, f.num_partitions);
         set!(self.offsets_retention_minutes, f.offsets_retention_minutes);
+        set!(
+            self.transaction_max_timeout_ms,
+            f.transaction_max_timeout_ms
+        );
         Ok(())
     }
 
@@ -235,6 +245,12 @@ impl BrokerConfig {
             return Err(ConfigError(format!(
                 "offsets.topic.segment.bytes must be between 14 and {max}, got {}",
                 self.offsets_topic_segment_bytes
+            )));
+        }
+        if self.transaction_max_timeout_ms < 1 {
+            return Err(ConfigError(format!(
+                "transaction.max.timeout.ms must be positive, got {}",
+                self.transaction_max_timeout_ms
             )));
         }
         if self.cores == Some(0) {

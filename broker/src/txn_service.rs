@@ -28,8 +28,6 @@ use crate::txn::{
 
 /// How often expired and in-doubt transactions are looked for.
 const TICK_MS: u64 = 1000;
-/// Kafka's `transaction.max.timeout.ms` default: a producer asking for more is refused.
-pub const TRANSACTION_MAX_TIMEOUT_MS: i32 = 900_000;
 
 /// A transaction-coordinator request, as sent to the coordinating shard.
 #[derive(Debug)]
@@ -165,7 +163,7 @@ impl Node {
                     t.coordinator.init(
                         &id,
                         timeout_ms,
-                        TRANSACTION_MAX_TIMEOUT_MS,
+                        self.config().transaction_max_timeout_ms,
                         claim,
                         now_ms(),
                         &mut || self.next_producer_id(),
