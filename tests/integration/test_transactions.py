@@ -326,3 +326,48 @@ def test_commit_latency_benchmark_prints_percentiles(broker):
     for row in rows:
         p50, p99 = float(row[3]), float(row[4])
         assert 0 < p50 <= p99, r.stdout
+
+
+def test_compaction_removes_aborted_data_and_compacts_committed_transactions(make_broker):
+    """A compacted topic written by a transactional producer: committed transactions are
+    compacted by key like any other data, aborted transactions' records are removed (even a
+    read_uncommitted reader no longer sees them), markers stay, offsets only grow."""
+    b = make_broker(config={"log.cleaner.backoff.ms": 200,
+                            "log.retention.check.interval.ms": 200}).start()
+    topic = "txn-compact-" + tag()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": str(64 * 1024), "segment.ms": "500",
+        "min.cleanable.dirty.ratio": "0.01"})])[topic].result(30)
+    p = txn_producer(b.bootstrap, "compact-" + tag())
+    latest = {}
+    for t in range(60):
+        p.begin_transaction()
+        for k in range(20):
+            value = f"t{t}-k{k}-" + "x" * 100
+            p.produce(topic, key=f"k{k}", value=value)
+            if t % 4 != 3:
+                latest[f"k{k}"] = value
+        if t % 4 == 3:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    part_dir = os.path.join(b.data_dir, f"{topic}-0")
+    size = lambda: sum(os.path.getsize(os.path.join(part_dir, f))
+                       for f in os.listdir(part_dir) if f.endswith(".log"))
+    before, deadline = size(), time.time() + 60
+    seen = []
+    while time.time() < deadline:
+        time.sleep(1)
+        seen = read_all(b.bootstrap, topic, "read_uncommitted", idle_s=2)
+        if len(seen) <= 2 * len(latest):
+            break
+    assert not any(v.startswith(f"t{t}-") for v in seen for t in range(3, 60, 4)), \
+        "aborted records are still served after compaction"
+    committed = read_all(b.bootstrap, topic, "read_committed", idle_s=2)
+    by_key = {}
+    for v in committed:
+        by_key[v.split("-")[1]] = v
+    assert by_key == {k: v for k, v in latest.items()}
+    print(f"compacted transactional topic: {before} -> {size()} bytes of .log, "
+          f"{len(seen)} records left of {60 * 20}")

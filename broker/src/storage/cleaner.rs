@@ -30,6 +30,7 @@ use super::dma::{align_up, open_for_direct_reads, read_direct, AlignedBuf};
 use super::recovery::{remove_segment_files, sync_dir, write_index_files};
 use super::scan::{scan_batches, Stop};
 use super::segment::{index_file_name, log_file_name, time_index_file_name, SegmentState};
+use super::txn::BatchFate;
 use super::types::{BatchMeta, LogConfig, Offset};
 use crate::limits;
 
@@ -63,6 +64,9 @@ pub struct CleanJob {
     pub io_bytes_per_sec: Option<u64>,
     /// Test hook: stop after this step as if the process died there.
     pub stop_after: Option<CleanStep>,
+    /// The partition's transactions when the pass was planned (which batches are committed,
+    /// aborted or still open).
+    pub txns: super::txn::PartitionTxns,
 }
 
 /// One group swapped in: the bases it replaced, the new segment, a reader for it.
@@ -105,7 +109,7 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
         }
         let s = seg(base)?;
         for_each_batch(&job.dir, s, &mut throttle, |batch, h| {
-            if !Decider::keep_whole(h) {
+            if job.txns.fate(h) == BatchFate::Plain {
                 let plain = plain_batch(batch, h)?;
                 for r in strand_wire::records::records(&plain).map_err(io::Error::other)? {
                     if let Some(key) = r.key {
@@ -155,8 +159,15 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
                     changed = true;
                     return Ok(());
                 }
-                let kept: Option<std::borrow::Cow<'_, [u8]>> = if Decider::keep_whole(h) {
+                let fate = job.txns.fate(h);
+                let kept: Option<std::borrow::Cow<'_, [u8]>> = if fate == BatchFate::Whole {
                     Some(batch.into())
+                } else if fate == BatchFate::Aborted {
+                    out.records_removed += h.records_count.max(0) as u64;
+                    changed = true;
+                    // Like an emptied batch: its header stays only at the tail before the
+                    // active segment (the abort marker after it keeps the offsets moving).
+                    (tail_marker && group_end).then(|| strand_wire::records::emptied(batch).into())
                 } else {
                     let before = h.records_count.max(0) as u64;
                     // Compressed batches are filtered decompressed and written back with their

@@ -11,8 +11,11 @@
 //! 3. drops a tombstone (null value) once it is the newest for its key and
 //!    `delete.retention.ms` has passed since its batch's timestamp.
 //!
-//! What is kept, never filtered: control batches (transaction markers), transactional batches
-//! (aborted ones too: Strand does not yet drop aborted data when compacting) and records without a
+//! Transactions (see `super::txn::BatchFate`): markers and the data of transactions still open
+//! are kept whole and their keys are not indexed; data of aborted transactions is removed;
+//! committed transactional data is compacted like any other.
+//!
+//! What is kept, never filtered: records without a
 //! key (a compacted topic refuses them at produce; older ones from before a policy change are
 //! kept rather than silently dropped). Compressed batches are filtered decompressed and
 //! written back with their codec.
@@ -181,13 +184,6 @@ impl Decider<'_> {
             map,
             tombstone_horizon_ms: now_ms.saturating_sub(delete_retention_ms.max(0)),
         }
-    }
-
-    /// Whether a batch must be kept whole without looking at its records: control batches
-    /// (transaction markers) and transactional batches, whose records' fate depends on a
-    /// marker (their keys are not indexed either, so they never shadow committed records).
-    pub fn keep_whole(header: &BatchHeader) -> bool {
-        header.is_control() || header.is_transactional()
     }
 
     /// Whether `record` of the batch `header` survives.

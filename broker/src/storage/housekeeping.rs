@@ -53,6 +53,7 @@ impl PartitionLog {
             }
             let start = st.log.log_start();
             st.cache.drop_below(start);
+            st.txns.forget_before(start);
             removed
         };
         if removed.is_empty() {
@@ -143,10 +144,32 @@ impl PartitionLog {
                 return Ok(None);
             }
             let due = st.tombstone_due_ms.is_some_and(|t| now_ms >= t);
-            let plan = match compaction::plan(&st.log, st.first_dirty, now_ms, due) {
+            let mut plan = match compaction::plan(&st.log, st.first_dirty, now_ms, due) {
                 Verdict::Clean(plan) => plan,
                 Verdict::Idle | Verdict::BelowRatio(_) => return Ok(None),
             };
+            // As Kafka: only below the first unstable offset, where every transaction's
+            // outcome is known (the segment holding it and later ones wait).
+            if let Some(first_unstable) = st.txns.first_unstable() {
+                let cut = st
+                    .log
+                    .segments()
+                    .map(|s| s.base)
+                    .take_while(|&b| b <= first_unstable)
+                    .last()
+                    .unwrap_or(plan.upper);
+                if cut < plan.upper {
+                    plan.upper = cut;
+                    plan.dirty.retain(|&b| b < cut);
+                    for g in &mut plan.groups {
+                        g.retain(|&b| b < cut);
+                    }
+                    plan.groups.retain(|g| !g.is_empty());
+                    if plan.dirty.is_empty() {
+                        return Ok(None);
+                    }
+                }
+            }
             let segments = st
                 .log
                 .segments()
@@ -163,6 +186,7 @@ impl PartitionLog {
                 now_ms,
                 io_bytes_per_sec: options.io_bytes_per_sec,
                 stop_after: options.stop_after,
+                txns: st.txns.clone(),
             }
         };
         let ratio = job.plan.dirty_ratio_milli;

@@ -154,6 +154,45 @@ impl PartitionTxns {
     }
 }
 
+/// What compaction may do with a batch, given the transactions as they stand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchFate {
+    /// Not transactional, or from a committed transaction: its records are compacted by key.
+    Plain,
+    /// A marker, or data of a transaction still open: kept whole, keys not indexed.
+    Whole,
+    /// Data of an aborted transaction: no reader will ever see it; removed.
+    Aborted,
+}
+
+impl PartitionTxns {
+    /// The fate of the batch `header` (as stored, base offset assigned).
+    pub fn fate(&self, header: &BatchHeader) -> BatchFate {
+        if header.is_control() {
+            return BatchFate::Whole;
+        }
+        if !header.is_transactional() || header.producer_id < 0 {
+            return BatchFate::Plain;
+        }
+        let (pid, base) = (header.producer_id, Offset(header.base_offset));
+        if self.ongoing.get(&pid).is_some_and(|&first| first <= base) {
+            return BatchFate::Whole;
+        }
+        // Aborted entries are sorted by marker offset; the first one ending at or after this
+        // batch, for this producer, decides.
+        let from = self.aborted.partition_point(|a| a.last_offset < base);
+        let aborted = self.aborted[from..]
+            .iter()
+            .find(|a| a.producer_id == pid)
+            .is_some_and(|a| a.first_offset <= base);
+        if aborted {
+            BatchFate::Aborted
+        } else {
+            BatchFate::Plain
+        }
+    }
+}
+
 /// A decoded `.txnindex`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SegmentTxnIndex {
@@ -305,6 +344,41 @@ mod tests {
         assert_eq!(decode_index(&bad), None);
         assert_eq!(decode_index(&bytes[..bytes.len() - 1]), None);
         assert!(t.index_for_segment(Offset(12), Offset(13)).len() < bytes.len());
+    }
+
+    #[test]
+    fn fate_tells_committed_aborted_and_open_data_apart() {
+        let mut t = PartitionTxns::default();
+        let stored = |b: Vec<u8>, base: i64| {
+            let mut b = b;
+            strand_wire::batch::set_base_offset(&mut b, base);
+            b
+        };
+        let b0 = stored(txn_batch(1, 1), 0); // producer 1: committed
+        let b1 = stored(txn_batch(2, 1), 1); // producer 2: aborted
+        let b2 = stored(txn_batch(1, 1), 4); // producer 1 again: still open
+        t.apply(&header(&b0), Offset(0), None);
+        t.apply(&header(&b1), Offset(1), None);
+        t.apply(
+            &header(&control_batch(1, 0, true, 0, 0)),
+            Offset(2),
+            Some(true),
+        );
+        t.apply(
+            &header(&control_batch(2, 0, false, 0, 0)),
+            Offset(3),
+            Some(false),
+        );
+        t.apply(&header(&b2), Offset(4), None);
+        assert_eq!(t.fate(&header(&b0)), BatchFate::Plain);
+        assert_eq!(t.fate(&header(&b1)), BatchFate::Aborted);
+        assert_eq!(t.fate(&header(&b2)), BatchFate::Whole);
+        let marker = stored(control_batch(1, 0, true, 0, 0), 2);
+        assert_eq!(t.fate(&header(&marker)), BatchFate::Whole);
+        assert_eq!(
+            t.fate(&header(&BatchBuilder::new(0).finish())),
+            BatchFate::Plain
+        );
     }
 
     #[test]
