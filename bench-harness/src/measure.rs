@@ -1,0 +1,331 @@
+//! Measurement: per-worker recorders (HdrHistograms in µs), drained once a second into
+//! intervals; the run's summary is the sum of the measured (post-warm-up) intervals.
+//!
+//! Three latencies are kept:
+//! - `publish`: send -> ack, from the message's *intended* send time (corrected for
+//!   coordinated omission at a fixed rate; equal to `publish_uncorrected` at max rate);
+//! - `publish_uncorrected`: send -> ack, from the moment the message was handed to the client;
+//! - `end_to_end`: the send timestamp in the record (intended time) -> consumer receipt.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+
+/// The percentiles of the summary table.
+pub const PERCENTILES: [(f64, &str); 6] = [
+    (50.0, "p50"),
+    (75.0, "p75"),
+    (95.0, "p95"),
+    (99.0, "p99"),
+    (99.9, "p99.9"),
+    (99.99, "p99.99"),
+];
+
+/// A latency histogram in microseconds (1 µs .. 1 h, 3 significant digits).
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+/// What one worker (an executor or a thread) measured since the last drain.
+#[derive(Clone, Debug)]
+pub struct Counts {
+    pub publish: Histogram<u64>,
+    pub publish_uncorrected: Histogram<u64>,
+    pub end_to_end: Histogram<u64>,
+    pub sent: u64,
+    pub sent_bytes: u64,
+    pub acked: u64,
+    pub errors: u64,
+    pub consumed: u64,
+    pub consumed_bytes: u64,
+    pub first_error: Option<String>,
+}
+
+impl Default for Counts {
+    fn default() -> Self {
+        Counts {
+            publish: latency_histogram(),
+            publish_uncorrected: latency_histogram(),
+            end_to_end: latency_histogram(),
+            sent: 0,
+            sent_bytes: 0,
+            acked: 0,
+            errors: 0,
+            consumed: 0,
+            consumed_bytes: 0,
+            first_error: None,
+        }
+    }
+}
+
+impl Counts {
+    pub fn add(&mut self, o: &Counts) {
+        let _ = self.publish.add(&o.publish);
+        let _ = self.publish_uncorrected.add(&o.publish_uncorrected);
+        let _ = self.end_to_end.add(&o.end_to_end);
+        self.sent += o.sent;
+        self.sent_bytes += o.sent_bytes;
+        self.acked += o.acked;
+        self.errors += o.errors;
+        self.consumed += o.consumed;
+        self.consumed_bytes += o.consumed_bytes;
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&o.first_error);
+        }
+    }
+
+    /// An acknowledged message sent (intended) at `intended`, handed to the client at
+    /// `actual`, acknowledged at `acked`.
+    pub fn record_ack(&mut self, intended: Instant, actual: Instant, acked: Instant) {
+        let _ = self
+            .publish
+            .record(micros(acked.saturating_duration_since(intended)));
+        let _ = self
+            .publish_uncorrected
+            .record(micros(acked.saturating_duration_since(actual)));
+        self.acked += 1;
+    }
+
+    pub fn record_error(&mut self, e: String) {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(e);
+        }
+    }
+
+    /// A consumed record whose value starts with its send timestamp.
+    pub fn record_consumed(&mut self, value: &[u8], now_us: u64) {
+        self.consumed += 1;
+        self.consumed_bytes += value.len() as u64;
+        if let Some(sent_us) = read_timestamp_us(value) {
+            let _ = self
+                .end_to_end
+                .record(now_us.saturating_sub(sent_us).max(1));
+        }
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    (d.as_micros() as u64).max(1)
+}
+
+/// µs since the Unix epoch, now.
+pub fn epoch_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The wall-clock µs of `intended` (an `Instant` in the past or now).
+pub fn epoch_us_of(intended: Instant) -> u64 {
+    let behind = Instant::now().saturating_duration_since(intended);
+    epoch_us().saturating_sub(behind.as_micros() as u64)
+}
+
+/// Writes the send timestamp into the first 8 bytes of a value (little endian).
+pub fn write_timestamp_us(value: &mut [u8], us: u64) {
+    if let Some(head) = value.get_mut(..8) {
+        head.copy_from_slice(&us.to_le_bytes());
+    }
+}
+
+pub fn read_timestamp_us(value: &[u8]) -> Option<u64> {
+    let head: [u8; 8] = value.get(..8)?.try_into().ok()?;
+    let us = u64::from_le_bytes(head);
+    // A value not written by the bench (another producer on the topic) is ignored.
+    (us > 1_000_000_000_000_000 && us < 10_000_000_000_000_000).then_some(us)
+}
+
+/// One worker's recorder, shared with the reporting thread.
+#[derive(Clone, Default)]
+pub struct Recorder(Arc<Mutex<Counts>>);
+
+impl Recorder {
+    pub fn lock(&self) -> MutexGuard<'_, Counts> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes what was recorded since the last drain.
+    pub fn drain(&self) -> Counts {
+        std::mem::take(&mut *self.lock())
+    }
+}
+
+/// One reporting interval (about a second).
+#[derive(Clone, Debug)]
+pub struct Interval {
+    /// Seconds since the run started (warm-up included).
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub warmup: bool,
+    pub counts: Counts,
+}
+
+impl Interval {
+    pub fn send_rate(&self) -> f64 {
+        self.counts.sent as f64 / self.duration_s.max(1e-9)
+    }
+
+    pub fn send_mb_s(&self) -> f64 {
+        self.counts.sent_bytes as f64 / self.duration_s.max(1e-9) / (1024.0 * 1024.0)
+    }
+
+    /// `kafka-producer-perf-test`'s periodic line (latency: publish, corrected).
+    pub fn line(&self) -> String {
+        let h = &self.counts.publish;
+        let (avg, max) = if h.is_empty() {
+            (0.0, 0.0)
+        } else {
+            (h.mean() / 1000.0, h.max() as f64 / 1000.0)
+        };
+        let mut s = format!(
+            "{} records sent, {:.1} records/sec ({:.2} MB/sec), {:.1} ms avg latency, {:.1} ms max latency.",
+            self.counts.sent,
+            self.send_rate(),
+            self.send_mb_s(),
+            avg,
+            max
+        );
+        if !self.counts.end_to_end.is_empty() {
+            s.push_str(&format!(
+                " end-to-end p99 {:.1} ms.",
+                self.counts.end_to_end.value_at_quantile(0.99) as f64 / 1000.0
+            ));
+        }
+        if self.warmup {
+            s.push_str(" (warm-up)");
+        }
+        s
+    }
+}
+
+/// The measured period of a run.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub counts: Counts,
+    pub duration_s: f64,
+}
+
+impl Summary {
+    pub fn of(intervals: &[Interval]) -> Summary {
+        let mut counts = Counts::default();
+        let mut duration_s = 0.0;
+        for i in intervals.iter().filter(|i| !i.warmup) {
+            counts.add(&i.counts);
+            duration_s += i.duration_s;
+        }
+        Summary { counts, duration_s }
+    }
+
+    pub fn send_rate(&self) -> f64 {
+        self.counts.sent as f64 / self.duration_s.max(1e-9)
+    }
+
+    pub fn send_mb_s(&self) -> f64 {
+        self.counts.sent_bytes as f64 / self.duration_s.max(1e-9) / (1024.0 * 1024.0)
+    }
+
+    pub fn consume_rate(&self) -> f64 {
+        self.counts.consumed as f64 / self.duration_s.max(1e-9)
+    }
+
+    /// The final summary table (ms).
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "{} records sent, {:.1} records/sec ({:.2} MB/sec) over {:.1} s; {} acked, {} errors, {} consumed ({:.1} records/sec).\n",
+            self.counts.sent,
+            self.send_rate(),
+            self.send_mb_s(),
+            self.duration_s,
+            self.counts.acked,
+            self.counts.errors,
+            self.counts.consumed,
+            self.consume_rate()
+        );
+        s.push_str(&format!("{:<22}", "latency (ms)"));
+        for (_, name) in PERCENTILES {
+            s.push_str(&format!("{name:>9}"));
+        }
+        s.push_str(&format!("{:>9}{:>10}\n", "max", "count"));
+        for (name, h) in [
+            ("publish", &self.counts.publish),
+            ("publish, uncorrected", &self.counts.publish_uncorrected),
+            ("end-to-end", &self.counts.end_to_end),
+        ] {
+            if h.is_empty() {
+                continue;
+            }
+            s.push_str(&format!("{name:<22}"));
+            for (p, _) in PERCENTILES {
+                s.push_str(&format!(
+                    "{:>9.3}",
+                    h.value_at_percentile(p) as f64 / 1000.0
+                ));
+            }
+            s.push_str(&format!(
+                "{:>9.3}{:>10}\n",
+                h.max() as f64 / 1000.0,
+                h.len()
+            ));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_roundtrip_and_foreign_values_are_ignored() {
+        let mut v = vec![0u8; 16];
+        let now = epoch_us();
+        write_timestamp_us(&mut v, now);
+        assert_eq!(read_timestamp_us(&v), Some(now));
+        assert_eq!(read_timestamp_us(b"hello world!"), None);
+        assert_eq!(read_timestamp_us(b"short"), None);
+    }
+
+    #[test]
+    fn corrected_latency_counts_from_the_intended_time() {
+        let mut c = Counts::default();
+        let intended = Instant::now();
+        let actual = intended + Duration::from_millis(200);
+        c.record_ack(intended, actual, actual + Duration::from_millis(1));
+        assert!(c.publish.max() >= 200_000);
+        assert!(c.publish_uncorrected.max() < 2_000);
+    }
+
+    #[test]
+    fn summary_skips_warmup_and_lines_look_like_kafkas() {
+        let mut warm = Counts::default();
+        warm.sent = 5;
+        let mut measured = Counts::default();
+        measured.sent = 1000;
+        measured.sent_bytes = 1000 * 1024;
+        let _ = measured.publish.record(2_000);
+        let intervals = vec![
+            Interval {
+                start_s: 0.0,
+                duration_s: 1.0,
+                warmup: true,
+                counts: warm,
+            },
+            Interval {
+                start_s: 1.0,
+                duration_s: 1.0,
+                warmup: false,
+                counts: measured,
+            },
+        ];
+        let s = Summary::of(&intervals);
+        assert_eq!(s.counts.sent, 1000);
+        assert_eq!(
+            intervals[1].line(),
+            "1000 records sent, 1000.0 records/sec (0.98 MB/sec), 2.0 ms avg latency, 2.0 ms max latency."
+        );
+        assert!(intervals[0].line().ends_with("(warm-up)"));
+        assert!(s.table().contains("p99.99"));
+    }
+}
