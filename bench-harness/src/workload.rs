@@ -167,6 +167,9 @@ pub struct Workload {
     /// Per producer, records sent but not yet acknowledged before the next send waits; 0 =
     /// unbounded (only the client's buffer limits it). 1 is a synchronous producer.
     pub max_in_flight_records: u32,
+    /// Produce requests in flight per broker connection (`max.in.flight.requests.per.connection`;
+    /// the Java client's default is 5).
+    pub max_in_flight_requests: u32,
     /// The client's `buffer.memory`.
     pub buffer_bytes: usize,
     /// Strand's `write.caching` topic config: `true` acknowledges acks=all without waiting
@@ -199,6 +202,7 @@ impl Default for Workload {
             transactions: false,
             transaction_interval_ms: 100,
             max_in_flight_records: 0,
+            max_in_flight_requests: 5,
             buffer_bytes: 64 << 20,
             write_caching: None,
             driver: DriverKind::Native,
@@ -284,6 +288,9 @@ impl Workload {
                 "compression {:?}: none, gzip, snappy, lz4 or zstd",
                 self.compression
             ));
+        }
+        if self.max_in_flight_requests == 0 {
+            return fail("max_in_flight_requests must be > 0".into());
         }
         if self.transactions && self.acks_i16()? != -1 {
             return fail("transactions need acks=all".into());

@@ -20,6 +20,8 @@ use crate::rate::Schedule;
 const SLEEP_SLICE: Duration = Duration::from_millis(10);
 /// Sends between two voluntary yields at max rate (the connection tasks must run too).
 const SENDS_PER_YIELD: u32 = 64;
+/// How long a new topic may take to appear in the metadata.
+const TOPIC_TIMEOUT: Duration = Duration::from_secs(15);
 
 enum Job {
     Produce(ProducerSpec),
@@ -113,6 +115,27 @@ fn compression(name: &str) -> Compression {
     }
 }
 
+/// A topic just created may take a moment to reach every shard's (or broker's) metadata.
+async fn wait_for_topic(cluster: &Cluster, topic: &str) -> Result<(), String> {
+    let deadline = Instant::now() + TOPIC_TIMEOUT;
+    loop {
+        let why = match cluster.refresh(Some(&[topic])).await {
+            Ok(md) => match md.topics.get(topic) {
+                Some(t) if !t.leaders.is_empty() && t.leaders.iter().all(|l| *l >= 0) => {
+                    return Ok(())
+                }
+                Some(_) => "partitions without a leader".to_string(),
+                None => "not in the metadata".to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            return Err(format!("topic {topic}: {why}"));
+        }
+        glommio::timer::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Waits for the run loop's go (false: the run was stopped before it started).
 async fn wait_for_go(ctl: &Control) -> bool {
     while !Control::flag(&ctl.go) {
@@ -134,10 +157,7 @@ async fn produce(
     let cluster = Cluster::connect(&plan.bootstrap, "strand-bench")
         .await
         .map_err(|e| format!("producer: cannot connect to {}: {e}", plan.bootstrap))?;
-    cluster
-        .topic(&spec.topic)
-        .await
-        .map_err(|e| format!("producer: topic {}: {e}", spec.topic))?;
+    wait_for_topic(&cluster, &spec.topic).await?;
     let config = ProducerConfig {
         acks: w.acks_i16()?,
         linger_ms: w.linger_ms,
@@ -145,6 +165,7 @@ async fn produce(
         idempotence: w.idempotence,
         buffer_memory: w.buffer_bytes,
         compression: compression(&w.compression),
+        max_in_flight: w.max_in_flight_requests as usize,
         ..ProducerConfig::default()
     };
     let producer = Producer::new(cluster, config)
@@ -234,6 +255,7 @@ async fn consume(
         max_wait_ms: FETCH_WAIT_MS,
         ..ConsumerConfig::default()
     };
+    wait_for_topic(&cluster, &spec.topic).await?;
     let mut consumer = Consumer::new(cluster, config);
     if !spec.partitions.is_empty() {
         consumer

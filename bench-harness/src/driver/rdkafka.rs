@@ -104,6 +104,7 @@ fn produce(plan: &Plan, ctl: &Control, rec: &Recorder, spec: &ProducerSpec) -> R
         .set("compression.type", &w.compression)
         .set("enable.idempotence", w.idempotence.to_string())
         .set("partitioner", "murmur2_random")
+        .set("max.in.flight", w.max_in_flight_requests.to_string())
         .set(
             "queue.buffering.max.kbytes",
             (w.buffer_bytes / 1024).max(1).to_string(),
