@@ -52,7 +52,7 @@ enum BenchCmd {
 #[derive(Args, Debug, Clone)]
 struct Common {
     /// Workload file (TOML; see bench/workloads/) [default: the built-in 1 topic x 16
-    /// partitions, 1 KiB, 10,000 msg/s, acks=all].
+    /// partitions, 1 KiB, 10,000 msg/s, acks=1].
     #[arg(long)]
     workload: Option<PathBuf>,
     /// A running Kafka-compatible broker (default: start Strand in a temp directory).

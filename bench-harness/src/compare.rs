@@ -120,7 +120,8 @@ mod tests {
             start_s: 0.0,
             duration_s: 1.0,
             warmup: false,
-            counts: c,
+            counts: c.clone(),
+            measured: c,
         }];
         RunResult {
             label: label.into(),

@@ -7,7 +7,7 @@
 //! - `publish_uncorrected`: send -> ack, from the moment the message was handed to the client;
 //! - `end_to_end`: the send timestamp in the record (intended time) -> consumer receipt.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
@@ -137,17 +137,106 @@ pub fn read_timestamp_us(value: &[u8]) -> Option<u64> {
     (us > 1_000_000_000_000_000 && us < 10_000_000_000_000_000).then_some(us)
 }
 
-/// One worker's recorder, shared with the reporting thread.
+/// When the measured period starts: messages intended before it are warm-up traffic, even
+/// when their ack (or their consumption) comes later. Set once by the run loop.
 #[derive(Clone, Default)]
-pub struct Recorder(Arc<Mutex<Counts>>);
+pub struct MeasureStart(Arc<OnceLock<(Instant, u64)>>);
+
+impl MeasureStart {
+    pub fn set(&self, at: Instant) {
+        let _ = self.0.set((at, epoch_us_of_future(at)));
+    }
+
+    fn includes(&self, intended: Instant) -> bool {
+        self.0.get().is_some_and(|(start, _)| intended >= *start)
+    }
+
+    fn includes_us(&self, sent_us: u64) -> bool {
+        self.0
+            .get()
+            .is_some_and(|(_, start_us)| sent_us >= *start_us)
+    }
+}
+
+/// The wall-clock µs of `at`, which may be in the future.
+fn epoch_us_of_future(at: Instant) -> u64 {
+    let now = Instant::now();
+    match at.checked_duration_since(now) {
+        Some(ahead) => epoch_us() + ahead.as_micros() as u64,
+        None => epoch_us_of(at),
+    }
+}
+
+/// What a worker recorded since the last drain: everything (for the per-second lines and
+/// plots) and what belongs to the measured period (for the summary).
+#[derive(Clone, Debug, Default)]
+pub struct Pair {
+    pub all: Counts,
+    pub measured: Counts,
+}
+
+/// One worker's recorder, shared with the reporting thread.
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<Mutex<Pair>>,
+    start: MeasureStart,
+}
 
 impl Recorder {
-    pub fn lock(&self) -> MutexGuard<'_, Counts> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn new(start: &MeasureStart) -> Recorder {
+        Recorder {
+            inner: Arc::default(),
+            start: start.clone(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pair> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A message handed to the client.
+    pub fn sent(&self, bytes: usize, intended: Instant) {
+        let measured = self.start.includes(intended);
+        let mut guard = self.lock();
+        let p = &mut *guard;
+        for c in [Some(&mut p.all), measured.then_some(&mut p.measured)]
+            .into_iter()
+            .flatten()
+        {
+            c.sent += 1;
+            c.sent_bytes += bytes as u64;
+        }
+    }
+
+    pub fn ack(&self, intended: Instant, actual: Instant, acked: Instant) {
+        let measured = self.start.includes(intended);
+        let mut p = self.lock();
+        p.all.record_ack(intended, actual, acked);
+        if measured {
+            p.measured.record_ack(intended, actual, acked);
+        }
+    }
+
+    /// A failed send or ack, a consumer error: always counted.
+    pub fn error(&self, e: String) {
+        let mut p = self.lock();
+        p.all.record_error(e.clone());
+        p.measured.record_error(e);
+    }
+
+    /// Consumed values, received at `now_us`.
+    pub fn consumed<'a>(&self, values: impl Iterator<Item = &'a [u8]>, now_us: u64) {
+        let mut p = self.lock();
+        for v in values {
+            p.all.record_consumed(v, now_us);
+            if read_timestamp_us(v).is_some_and(|us| self.start.includes_us(us)) {
+                p.measured.record_consumed(v, now_us);
+            }
+        }
     }
 
     /// Takes what was recorded since the last drain.
-    pub fn drain(&self) -> Counts {
+    pub fn drain(&self) -> Pair {
         std::mem::take(&mut *self.lock())
     }
 }
@@ -159,7 +248,10 @@ pub struct Interval {
     pub start_s: f64,
     pub duration_s: f64,
     pub warmup: bool,
+    /// Everything recorded in this interval (lines, plots).
     pub counts: Counts,
+    /// What of it belongs to the measured period (messages intended after the warm-up).
+    pub measured: Counts,
 }
 
 impl Interval {
@@ -211,9 +303,11 @@ impl Summary {
     pub fn of(intervals: &[Interval]) -> Summary {
         let mut counts = Counts::default();
         let mut duration_s = 0.0;
-        for i in intervals.iter().filter(|i| !i.warmup) {
-            counts.add(&i.counts);
-            duration_s += i.duration_s;
+        for i in intervals {
+            counts.add(&i.measured);
+            if !i.warmup {
+                duration_s += i.duration_s;
+            }
         }
         Summary { counts, duration_s }
     }
@@ -298,6 +392,31 @@ mod tests {
     }
 
     #[test]
+    fn warmup_messages_stay_out_of_the_measurement_even_when_acked_late() {
+        let start = MeasureStart::default();
+        let rec = Recorder::new(&start);
+        let t0 = Instant::now();
+        start.set(t0 + Duration::from_secs(1));
+        rec.sent(100, t0);
+        rec.sent(100, t0 + Duration::from_secs(2));
+        rec.ack(t0, t0, t0 + Duration::from_secs(3));
+        rec.ack(t0 + Duration::from_secs(2), t0, t0 + Duration::from_secs(3));
+        let mut early = vec![0u8; 16];
+        write_timestamp_us(&mut early, epoch_us() - 5_000_000);
+        let mut late = vec![0u8; 16];
+        write_timestamp_us(&mut late, epoch_us() + 5_000_000);
+        rec.consumed([&early[..], &late[..]].into_iter(), epoch_us() + 6_000_000);
+        let p = rec.drain();
+        assert_eq!((p.all.sent, p.all.acked, p.all.consumed), (2, 2, 2));
+        assert_eq!(
+            (p.measured.sent, p.measured.acked, p.measured.consumed),
+            (1, 1, 1)
+        );
+        assert_eq!(p.measured.publish.len(), 1);
+        assert_eq!(rec.drain().all.sent, 0, "drained");
+    }
+
+    #[test]
     fn summary_skips_warmup_and_lines_look_like_kafkas() {
         let mut warm = Counts::default();
         warm.sent = 5;
@@ -311,12 +430,14 @@ mod tests {
                 duration_s: 1.0,
                 warmup: true,
                 counts: warm,
+                measured: Counts::default(),
             },
             Interval {
                 start_s: 1.0,
                 duration_s: 1.0,
                 warmup: false,
-                counts: measured,
+                counts: measured.clone(),
+                measured,
             },
         ];
         let s = Summary::of(&intervals);

@@ -102,9 +102,15 @@ pub fn interval_log(run: &RunResult, pick: Pick) -> Result<String, String> {
         .begin_log_with(&mut buf, &mut ser)
         .map_err(|e| e.to_string())?;
     for iv in &run.intervals {
-        let tag = if iv.warmup { Tag::new("warmup") } else { None };
+        // Warm-up intervals as recorded, tagged; measured ones hold only measured messages,
+        // so the untagged intervals sum to the summary.
+        let (tag, counts) = if iv.warmup {
+            (Tag::new("warmup"), &iv.counts)
+        } else {
+            (None, &iv.measured)
+        };
         w.write_histogram(
-            pick(&iv.counts),
+            pick(counts),
             Duration::from_secs_f64(iv.start_s),
             Duration::from_secs_f64(iv.duration_s),
             tag,
@@ -285,12 +291,14 @@ mod tests {
                 duration_s: 1.0,
                 warmup: true,
                 counts: warm,
+                measured: Counts::default(),
             },
             Interval {
                 start_s: 1.0,
                 duration_s: 1.0,
                 warmup: false,
-                counts: c,
+                counts: c.clone(),
+                measured: c,
             },
         ];
         RunResult {

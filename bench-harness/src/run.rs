@@ -210,6 +210,8 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
     }
     let start = Instant::now();
     let start_epoch_s = epoch_s();
+    ctl.measure_start
+        .set(start + Duration::from_secs_f64(w.warmup_s));
     ctl.go.store(true, Ordering::SeqCst);
     let (warmup_end, end) = (w.warmup_s, w.total_s());
     let mut intervals: Vec<Interval> = Vec::new();
@@ -230,9 +232,11 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
             std::thread::sleep(Duration::from_millis(100));
         }
         let now_s = start.elapsed().as_secs_f64();
-        let mut counts = Counts::default();
+        let (mut counts, mut measured) = (Counts::default(), Counts::default());
         for r in &workers.recorders {
-            counts.add(&r.drain());
+            let p = r.drain();
+            counts.add(&p.all);
+            measured.add(&p.measured);
         }
         acked += counts.acked + counts.errors;
         consumed += counts.consumed;
@@ -241,6 +245,7 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
             duration_s: now_s - last_s,
             warmup: last_s < warmup_end - 1e-9,
             counts,
+            measured,
         };
         last_s = now_s;
         if stopped_at.is_none() {
@@ -256,10 +261,12 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
         } else if let Some(lastiv) = intervals.last_mut() {
             // After the stop: late acks and consumed records belong to the last interval.
             lastiv.counts.add(&interval.counts);
+            lastiv.measured.add(&interval.measured);
         }
         if let Some(e) = ctl.failure() {
             progress.done();
-            let _ = workers.join();
+            // Not joined: a worker may be stuck on a broker that stopped answering; the
+            // caller reports the error and the process ends with its threads.
             return Err(e);
         }
         if stopped_at.is_none() && now_s >= end - 1e-6 {
@@ -288,7 +295,9 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
     workers.join()?;
     if let Some(lastiv) = intervals.last_mut() {
         for r in &recorders {
-            lastiv.counts.add(&r.drain());
+            let p = r.drain();
+            lastiv.counts.add(&p.all);
+            lastiv.measured.add(&p.measured);
         }
     }
     let summary = Summary::of(&intervals);

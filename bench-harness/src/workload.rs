@@ -194,7 +194,7 @@ impl Default for Workload {
             rate: Rate::PerSecond(10_000.0),
             warmup_s: 5.0,
             duration_s: 30.0,
-            acks: "all".into(),
+            acks: "1".into(),
             linger_ms: 1,
             batch_size_bytes: 128 * 1024,
             compression: "none".into(),

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::measure::Recorder;
+use crate::measure::{MeasureStart, Recorder};
 use crate::workload::{DriverKind, Workload};
 
 /// What to run where.
@@ -93,6 +93,8 @@ pub struct Control {
     pub stop_consumers: AtomicBool,
     /// A worker that failed says why here (setup failures end the run).
     pub failure: Mutex<Option<String>>,
+    /// Where the warm-up ends (set with `go`).
+    pub measure_start: MeasureStart,
 }
 
 impl Control {
@@ -136,6 +138,12 @@ impl Workers {
             }
         }
         first
+    }
+}
+
+impl Control {
+    pub fn recorder(&self) -> Recorder {
+        Recorder::new(&self.measure_start)
     }
 }
 

@@ -54,7 +54,7 @@ pub fn start(plan: &Plan, ctl: &Arc<Control>) -> Result<Workers, String> {
         clients,
     };
     for (cpu, jobs) in per_executor.into_iter().enumerate() {
-        let rec = Recorder::default();
+        let rec = ctl.recorder();
         workers.recorders.push(rec.clone());
         let (plan, ctl2) = (plan.clone(), Arc::clone(ctl));
         let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpu))
@@ -209,21 +209,17 @@ async fn produce(
                     let r = delivery.wait().await;
                     let acked = Instant::now();
                     match r {
-                        Ok(_) => rec.lock().record_ack(intended, actual, acked),
-                        Err(e) => rec.lock().record_error(e.to_string()),
+                        Ok(_) => rec.ack(intended, actual, acked),
+                        Err(e) => rec.error(e.to_string()),
                     }
                     outstanding.set(outstanding.get() - 1);
                     released.notify(usize::MAX);
                 })
                 .detach();
             }
-            Err(e) => rec.lock().record_error(e.to_string()),
+            Err(e) => rec.error(e.to_string()),
         }
-        {
-            let mut c = rec.lock();
-            c.sent += 1;
-            c.sent_bytes += value.len() as u64;
-        }
+        rec.sent(value.len(), intended);
         since_yield += 1;
         if since_yield >= SENDS_PER_YIELD {
             since_yield = 0;
@@ -258,10 +254,17 @@ async fn consume(
     wait_for_topic(&cluster, &spec.topic).await?;
     let mut consumer = Consumer::new(cluster, config);
     if !spec.partitions.is_empty() {
-        consumer
+        // A new topic's leaders may still be settling (Kafka elects them a moment later).
+        let deadline = Instant::now() + TOPIC_TIMEOUT;
+        while let Err(e) = consumer
             .assign(&spec.topic, Some(&spec.partitions), StartAt::Latest)
             .await
-            .map_err(|e| format!("consumer: assign {}: {e}", spec.topic))?;
+        {
+            if Instant::now() > deadline {
+                return Err(format!("consumer: assign {}: {e}", spec.topic));
+            }
+            glommio::timer::sleep(Duration::from_millis(100)).await;
+        }
     }
     ctl.ready.fetch_add(1, Ordering::SeqCst);
     while !Control::flag(&ctl.stop_consumers) {
@@ -271,16 +274,11 @@ async fn consume(
         }
         match consumer.poll().await {
             Ok(records) => {
-                let now_us = epoch_us();
-                let mut c = rec.lock();
-                for r in &records {
-                    if let Some(v) = &r.value {
-                        c.record_consumed(v, now_us);
-                    }
-                }
+                let values = records.iter().filter_map(|r| r.value.as_deref());
+                rec.consumed(values, epoch_us());
             }
             Err(e) => {
-                rec.lock().record_error(format!("consumer: {e}"));
+                rec.error(format!("consumer: {e}"));
                 glommio::timer::sleep(SLEEP_SLICE).await;
             }
         }

@@ -27,14 +27,14 @@ pub fn start(plan: &Plan, ctl: &Arc<Control>) -> Result<Workers, String> {
         clients: 0,
     };
     for spec in plan.consumers() {
-        let (plan, ctl, rec) = (plan.clone(), Arc::clone(ctl), Recorder::default());
+        let (plan, ctl, rec) = (plan.clone(), Arc::clone(ctl), ctl.recorder());
         workers.recorders.push(rec.clone());
         spawn(&mut workers, "bench-consumer", move || {
             consume(&plan, &ctl, &rec, &spec).inspect_err(|e| ctl.fail(e.clone()))
         })?;
     }
     for spec in plan.producers() {
-        let (plan, ctl, rec) = (plan.clone(), Arc::clone(ctl), Recorder::default());
+        let (plan, ctl, rec) = (plan.clone(), Arc::clone(ctl), ctl.recorder());
         workers.recorders.push(rec.clone());
         spawn(&mut workers, "bench-producer", move || {
             produce(&plan, &ctl, &rec, &spec).inspect_err(|e| ctl.fail(e.clone()))
@@ -74,8 +74,8 @@ impl ProducerContext for Ctx {
     fn delivery(&self, result: &DeliveryResult<'_>, sent: Self::DeliveryOpaque) {
         let acked = Instant::now();
         match result {
-            Ok(_) => self.rec.lock().record_ack(sent.0, sent.1, acked),
-            Err((e, _)) => self.rec.lock().record_error(e.to_string()),
+            Ok(_) => self.rec.ack(sent.0, sent.1, acked),
+            Err((e, _)) => self.rec.error(e.to_string()),
         }
         self.outstanding.fetch_sub(1, Ordering::SeqCst);
     }
@@ -178,14 +178,12 @@ fn produce(plan: &Plan, ctl: &Control, rec: &Recorder, spec: &ProducerSpec) -> R
                 }
                 Err((e, _)) => {
                     outstanding.fetch_sub(1, Ordering::SeqCst);
-                    rec.lock().record_error(e.to_string());
+                    rec.error(e.to_string());
                     break;
                 }
             }
         }
-        let mut c = rec.lock();
-        c.sent += 1;
-        c.sent_bytes += value.len() as u64;
+        rec.sent(value.len(), intended);
     }
     if w.transactions {
         producer
@@ -208,9 +206,14 @@ fn consume(plan: &Plan, ctl: &Control, rec: &Recorder, spec: &ConsumerSpec) -> R
         .set("fetch.wait.max.ms", FETCH_WAIT_MS.to_string())
         .create()
         .map_err(|e| format!("rdkafka consumer: {e}"))?;
+    // Explicit end offsets (not Offset::End, which librdkafka resolves lazily): the consumer
+    // is positioned before the producers start, so it misses nothing.
     let mut tpl = TopicPartitionList::new();
     for p in &spec.partitions {
-        tpl.add_partition_offset(&spec.topic, *p, Offset::End)
+        let (_, high) = consumer
+            .fetch_watermarks(&spec.topic, *p, CLIENT_TIMEOUT)
+            .map_err(|e| format!("rdkafka consumer: end of {}-{p}: {e}", spec.topic))?;
+        tpl.add_partition_offset(&spec.topic, *p, Offset::Offset(high))
             .map_err(|e| format!("rdkafka consumer: {e}"))?;
     }
     consumer
@@ -222,10 +225,10 @@ fn consume(plan: &Plan, ctl: &Control, rec: &Recorder, spec: &ConsumerSpec) -> R
             None => {}
             Some(Ok(m)) => {
                 if let Some(v) = m.payload() {
-                    rec.lock().record_consumed(v, epoch_us());
+                    rec.consumed(std::iter::once(v), epoch_us());
                 }
             }
-            Some(Err(e)) => rec.lock().record_error(format!("rdkafka consumer: {e}")),
+            Some(Err(e)) => rec.error(format!("rdkafka consumer: {e}")),
         }
     }
     Ok(())
