@@ -64,7 +64,7 @@ enum Command {
     },
     /// Load generator: latency histograms, acks comparison, Strand vs Apache Kafka. Alone, it
     /// starts a broker in a temp dir and runs a 30-second workload.
-    Bench(strand_bench_harness::cli::BenchArgs),
+    Bench(Box<strand_bench_harness::cli::BenchArgs>),
 }
 
 #[derive(clap::Args)]
@@ -133,7 +133,7 @@ fn main() -> ExitCode {
         Command::Consume { conn, args } => cli::consume(conn, args),
         Command::Group { conn, cmd } => cli::group(conn, cmd),
         Command::Cluster { conn, cmd } => cli::cluster(conn, cmd),
-        Command::Bench(args) => bench(args),
+        Command::Bench(args) => bench(*args),
     }
 }
 

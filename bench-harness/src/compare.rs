@@ -17,7 +17,7 @@ fn cell(v: Option<f64>) -> String {
 /// One row per run: throughput, publish and end-to-end percentiles (ms).
 pub fn runs_table(runs: &[RunResult]) -> String {
     let mut s = format!(
-        "{:<22} {:>10} {:>8} | {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>6}\n",
+        "{:<22} {:>10} {:>8} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>6}\n",
         "run",
         "msg/s",
         "MB/s",
@@ -34,7 +34,7 @@ pub fn runs_table(runs: &[RunResult]) -> String {
         let c = &r.summary.counts;
         let _ = writeln!(
             s,
-            "{:<22} {:>10.0} {:>8.2} | {:>8} {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>6}",
+            "{:<22} {:>10.0} {:>8.2} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>6}",
             r.label,
             r.summary.send_rate(),
             r.summary.send_mb_s(),
@@ -112,9 +112,11 @@ mod tests {
     use crate::workload::Workload;
 
     fn run(label: &str, sent: u64, latency_us: u64) -> RunResult {
-        let mut c = Counts::default();
-        c.sent = sent;
-        c.sent_bytes = sent * 1024;
+        let mut c = Counts {
+            sent,
+            sent_bytes: sent * 1024,
+            ..Counts::default()
+        };
         let _ = c.publish.record(latency_us);
         let intervals = vec![Interval {
             start_s: 0.0,

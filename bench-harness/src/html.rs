@@ -46,7 +46,7 @@ fn esc(s: &str) -> String {
 
 /// About five round ticks covering 0..=max.
 fn ticks(max: f64) -> Vec<f64> {
-    if !(max > 0.0) || !max.is_finite() {
+    if max.is_nan() || max <= 0.0 || !max.is_finite() {
         return vec![0.0, 1.0];
     }
     let raw = max / 5.0;
@@ -81,7 +81,8 @@ fn nines_label(x: f64) -> String {
     }
 }
 
-/// One line chart as an inline `<svg>`.
+/// One line chart as an inline `<svg>`. Percentile charts whose values span more than
+/// 50x (acks=0 next to a stalled acks=all) get a log y axis, so every run stays readable.
 pub fn line_chart(
     title: &str,
     x_label: &str,
@@ -91,19 +92,45 @@ pub fn line_chart(
 ) -> String {
     let all = series.iter().flat_map(|s| s.points.iter());
     let x_max = all.clone().map(|p| p.0).fold(0.0, f64::max);
-    let y_max = all.map(|p| p.1).fold(0.0, f64::max) * 1.05;
+    let y_max = all.clone().map(|p| p.1).fold(0.0, f64::max) * 1.05;
+    let y_min = all
+        .map(|p| p.1)
+        .filter(|y| *y > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let y_log = x_axis == XAxis::Nines && y_min.is_finite() && y_max / y_min > 50.0;
     let x_ticks: Vec<f64> = match x_axis {
         XAxis::Linear => ticks(x_max),
         XAxis::Nines => (0..=(x_max.ceil().max(1.0) as i64))
             .map(|i| i as f64)
             .collect(),
     };
-    let y_ticks = ticks(y_max);
+    // The y axis as drawn: `ty` maps a value to axis units, `y_ticks` are (axis units, label).
+    let (lo, hi) = (y_min.log10().floor(), y_max.log10().ceil());
+    let ty = |y: f64| {
+        if y_log {
+            y.max(10f64.powf(lo)).log10() - lo
+        } else {
+            y
+        }
+    };
+    let y_ticks: Vec<(f64, String)> = if y_log {
+        (0..=((hi - lo).max(1.0) as i64))
+            .map(|d| (d as f64, fmt_tick(10f64.powf(lo + d as f64))))
+            .collect()
+    } else {
+        ticks(y_max).into_iter().map(|t| (t, fmt_tick(t))).collect()
+    };
+    let y_label = if y_log {
+        format!("{y_label}, log scale")
+    } else {
+        y_label.to_string()
+    };
     let x_hi = x_ticks.last().copied().unwrap_or(1.0).max(1e-9);
-    let y_hi = y_ticks.last().copied().unwrap_or(1.0).max(1e-9);
+    let y_hi = y_ticks.last().map_or(1.0, |t| t.0).max(1e-9);
     let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
     let sx = |x: f64| LEFT + x / x_hi * pw;
-    let sy = |y: f64| TOP + ph - y / y_hi * ph;
+    let sy = |y: f64| TOP + ph - ty(y) / y_hi * ph;
+    let sy_axis = |u: f64| TOP + ph - u / y_hi * ph;
     let mut s = String::new();
     let _ = write!(
         s,
@@ -126,8 +153,8 @@ pub fn line_chart(
             TOP + ph + 15.0
         );
     }
-    for t in &y_ticks {
-        let y = sy(*t);
+    for (t, label) in &y_ticks {
+        let y = sy_axis(*t);
         let _ = write!(
             s,
             "<line x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#e5e5e5\"/>\
@@ -135,7 +162,7 @@ pub fn line_chart(
             LEFT + pw,
             LEFT - 6.0,
             y + 4.0,
-            fmt_tick(*t)
+            label
         );
     }
     let _ = write!(
@@ -147,7 +174,7 @@ pub fn line_chart(
         H - 12.0,
         esc(x_label),
         TOP + ph / 2.0,
-        esc(y_label)
+        esc(&y_label)
     );
     for (i, se) in series.iter().enumerate() {
         if se.points.is_empty() {
@@ -459,5 +486,18 @@ mod tests {
         let svg = line_chart("t", "x", "y", XAxis::Nines, &s);
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("a&lt;1&gt;") && svg.contains("99%"));
+        assert!(!svg.contains("log scale"), "1..3: linear");
+        let wide = [Series {
+            label: "w".into(),
+            color: color(0),
+            dashed: false,
+            points: vec![(0.0, 0.5), (3.0, 3000.0)],
+        }];
+        let svg = line_chart("t", "x", "y", XAxis::Nines, &wide);
+        assert!(svg.contains("y, log scale"));
+        assert!(
+            svg.contains(">0.1</text>") && svg.contains(">10k</text>"),
+            "{svg}"
+        );
     }
 }

@@ -339,9 +339,9 @@ impl Summary {
         );
         s.push_str(&format!("{:<22}", "latency (ms)"));
         for (_, name) in PERCENTILES {
-            s.push_str(&format!("{name:>9}"));
+            s.push_str(&format!("{name:>11}"));
         }
-        s.push_str(&format!("{:>9}{:>10}\n", "max", "count"));
+        s.push_str(&format!("{:>11}{:>10}\n", "max", "count"));
         for (name, h) in [
             ("publish", &self.counts.publish),
             ("publish, uncorrected", &self.counts.publish_uncorrected),
@@ -418,11 +418,15 @@ mod tests {
 
     #[test]
     fn summary_skips_warmup_and_lines_look_like_kafkas() {
-        let mut warm = Counts::default();
-        warm.sent = 5;
-        let mut measured = Counts::default();
-        measured.sent = 1000;
-        measured.sent_bytes = 1000 * 1024;
+        let warm = Counts {
+            sent: 5,
+            ..Counts::default()
+        };
+        let mut measured = Counts {
+            sent: 1000,
+            sent_bytes: 1000 * 1024,
+            ..Counts::default()
+        };
         let _ = measured.publish.record(2_000);
         let intervals = vec![
             Interval {

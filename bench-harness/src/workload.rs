@@ -273,13 +273,16 @@ impl Workload {
             return fail("keys must be > 0 with a key distribution".into());
         }
         if self.key_distribution == KeyDistribution::Zipf
-            && (self.keys > ZIPF_KEYS_MAX || !(self.zipf_exponent > 0.0))
+            && (self.keys > ZIPF_KEYS_MAX
+                || self.zipf_exponent.is_nan()
+                || self.zipf_exponent <= 0.0)
         {
             return fail(format!(
                 "zipf needs 0 < keys <= {ZIPF_KEYS_MAX} and zipf_exponent > 0"
             ));
         }
-        if !(self.duration_s > 0.0) || !(self.warmup_s >= 0.0) {
+        let bad = |v: f64| v.is_nan() || v < 0.0;
+        if bad(self.duration_s) || self.duration_s == 0.0 || bad(self.warmup_s) {
             return fail("duration_s must be > 0 and warmup_s >= 0".into());
         }
         self.acks_i16()?;
