@@ -19,7 +19,7 @@ const COLORS: [&str; 8] = [
 const W: f64 = 760.0;
 const H: f64 = 340.0;
 const LEFT: f64 = 70.0;
-const RIGHT: f64 = 20.0;
+const RIGHT: f64 = 45.0;
 const TOP: f64 = 30.0;
 const BOTTOM: f64 = 50.0;
 
