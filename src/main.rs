@@ -62,6 +62,9 @@ enum Command {
         #[command(subcommand)]
         cmd: cli::ClusterCmd,
     },
+    /// Load generator: latency histograms, acks comparison, Strand vs Apache Kafka. Alone, it
+    /// starts a broker in a temp dir and runs a 30-second workload.
+    Bench(Box<strand_bench_harness::cli::BenchArgs>),
 }
 
 #[derive(clap::Args)]
@@ -130,6 +133,7 @@ fn main() -> ExitCode {
         Command::Consume { conn, args } => cli::consume(conn, args),
         Command::Group { conn, cmd } => cli::group(conn, cmd),
         Command::Cluster { conn, cmd } => cli::cluster(conn, cmd),
+        Command::Bench(args) => bench(*args),
     }
 }
 
@@ -153,6 +157,20 @@ fn tune(args: TuneArgs) -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+fn bench(args: strand_bench_harness::cli::BenchArgs) -> ExitCode {
+    let env = strand_bench_harness::cli::Env {
+        strand_bin: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("strand")),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    match strand_bench_harness::cli::main(args, &env) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("strand bench: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

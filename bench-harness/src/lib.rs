@@ -1,16 +1,43 @@
-//! Strand's load generators.
+//! Strand's load generator, `strand bench`, and two light producer-only load generators.
 //!
 //! # Layout
-//! - `src/bin/strand-rdkafka-perf.rs` — a light producer load generator on librdkafka with
-//!   the output format of Kafka's `ProducerPerformance` (used by `scripts/bench-vs-kafka`).
-//! - `src/bin/strand-native-perf.rs` — the same on the native client (`strand-client`), for
-//!   `scripts/bench-client`.
-//! - this file: what both share — the common flags and the summary line.
+//! Sans-IO (unit-tested without a broker):
+//! - [`workload`] — the TOML workload schema, defaults, validation, `--set` overrides.
+//! - [`keys`] — key generators: none, round-robin, uniform random, zipf.
+//! - [`rate`] — the fixed-rate schedule: each message's intended send time (coordinated-
+//!   omission correction).
+//! - [`measure`] — recorders (HdrHistograms, µs), one-second intervals and their
+//!   `kafka-producer-perf-test`-style lines, the summary table.
+//! - [`report`] — the versioned JSON report (host facts, workload, raw histograms as
+//!   HdrHistogram interval logs).
+//! - [`html`] — the self-contained HTML report, inline SVG plots.
+//! - [`compare`] — the comparison tables (runs side by side, ratios).
 //!
-//! Issue 8 brings the full harness: workloads (TOML), drivers (native client, librdkafka),
-//! HdrHistogram measurement with coordinated-omission correction, and JSON/HTML reports.
+//! I/O:
+//! - [`driver`] — the native-client driver (glommio executors, pinned) and the librdkafka one.
+//! - [`run`] — one run: topics, driver, the once-a-second drain, stop and drain.
+//! - [`brokers`] — starting `strand serve` and Apache Kafka (KRaft) for a bench.
+//! - [`cli`] — `strand bench [run|compare-acks|compare-brokers]`.
+//!
+//! Binaries: `src/bin/strand-rdkafka-perf.rs` and `src/bin/strand-native-perf.rs`, producer
+//! load generators with the flags and final line of Kafka's `ProducerPerformance` (used by
+//! `scripts/bench-vs-kafka` and `scripts/bench-client`); this file holds what they share.
 //! The storage benchmark of issue 2 lives with the storage code it measures, as the
 //! `strand-storage-bench` binary of `strand-broker`.
+
+pub mod brokers;
+pub mod cli;
+pub mod compare;
+pub mod driver;
+pub mod html;
+pub mod keys;
+pub mod measure;
+pub mod rate;
+pub mod report;
+pub mod run;
+pub mod workload;
+
+pub use measure::latency_histogram;
 
 use hdrhistogram::Histogram;
 
@@ -32,11 +59,6 @@ pub struct ProducerArgs {
     pub linger_ms: u64,
     #[arg(long, default_value_t = 16384)]
     pub batch_size: usize,
-}
-
-/// A latency histogram in microseconds (1 us .. 10 min, 3 significant digits).
-pub fn latency_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
 }
 
 /// The ProducerPerformance summary line for `records` of `record_size` bytes in `elapsed_s`.

@@ -220,6 +220,9 @@ impl Producer {
                 .partition(partitions),
         };
         let now_ms = now_ms();
+        // A new batch's linger timer is armed once `open` is released: the timer task may run
+        // before `send` returns (with linger.ms=0) and must find the map unborrowed.
+        let mut new_generation = None;
         let full = {
             let mut open = inner.open.borrow_mut();
             if !open.contains_key(topic) {
@@ -229,7 +232,7 @@ impl Producer {
             let batch = parts.entry(partition).or_insert_with(|| {
                 let generation = inner.generation.get() + 1;
                 inner.generation.set(generation);
-                self.arm_linger((topic.to_string(), partition), generation);
+                new_generation = Some(generation);
                 OpenBatch {
                     builder: BatchBuilder::with_capacity(now_ms, inner.config.batch_size + 1024),
                     base_ms: now_ms,
@@ -253,6 +256,9 @@ impl Producer {
             )
         };
         let (full, delivery) = full;
+        if let Some(generation) = new_generation {
+            self.arm_linger((topic.to_string(), partition), generation);
+        }
         if full {
             self.dispatch(&(topic.to_string(), partition));
         }

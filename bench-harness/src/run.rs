@@ -1,0 +1,313 @@
+//! One run of a workload against one broker: create the topics, start the driver, drain the
+//! recorders once a second (interval lines, progress bar), stop, wait for the last acks and
+//! the consumers, delete the topics.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use strand_client::Cluster;
+
+use crate::driver::{self, Control, Plan};
+use crate::measure::{Counts, Interval, Summary};
+use crate::workload::Workload;
+
+/// How long clients get to connect (and consumers to position themselves).
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// After the producers stop, how long consumers get to read what was sent.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Reporting interval.
+const TICK: Duration = Duration::from_secs(1);
+
+/// Where a run goes.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The run's name in tables and plots: `acks=all`, `strand`, `kafka`.
+    pub label: String,
+    pub bootstrap: String,
+    /// What the broker is, for reports.
+    pub broker: String,
+    /// Topic configs set at creation (Strand's `write.caching`).
+    pub topic_configs: Vec<(String, String)>,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub label: String,
+    pub broker: String,
+    pub bootstrap: String,
+    pub workload: Workload,
+    /// Seconds since the Unix epoch when the first interval started.
+    pub start_epoch_s: f64,
+    pub intervals: Vec<Interval>,
+    pub summary: Summary,
+}
+
+/// Runs `f` on a one-off glommio executor on this thread's behalf.
+pub fn block_on<T, F, Fut>(f: F) -> Result<T, String>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, String>> + 'static,
+{
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .name("bench-admin")
+        .spawn(f)
+        .map_err(|e| format!("cannot start an executor: {e}"))?
+        .join()
+        .map_err(|e| format!("executor: {e}"))?
+}
+
+fn create_topics(
+    bootstrap: &str,
+    topics: &[String],
+    partitions: i32,
+    configs: &[(String, String)],
+) -> Result<(), String> {
+    let (bootstrap, topics, configs) = (bootstrap.to_string(), topics.to_vec(), configs.to_vec());
+    block_on(move || async move {
+        let cluster = Cluster::connect(&bootstrap, "strand-bench-admin")
+            .await
+            .map_err(|e| format!("cannot connect to {bootstrap}: {e}"))?;
+        for t in &topics {
+            cluster
+                .create_topic(t, partitions, &configs)
+                .await
+                .map_err(|e| format!("cannot create topic {t}: {e}"))?;
+        }
+        Ok(())
+    })
+}
+
+fn delete_topics(bootstrap: &str, topics: &[String]) {
+    let (bootstrap, topics) = (bootstrap.to_string(), topics.to_vec());
+    let _ = block_on(move || async move {
+        let cluster = Cluster::connect(&bootstrap, "strand-bench-admin")
+            .await
+            .map_err(|e| e.to_string())?;
+        for t in &topics {
+            let _ = cluster.delete_topic(t).await;
+        }
+        Ok(())
+    });
+}
+
+pub fn epoch_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Live output: interval lines on stdout, a progress bar on stderr when it is a terminal.
+pub struct Progress {
+    tty: bool,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress {
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+}
+
+impl Progress {
+    fn line(&self, s: &str) {
+        if self.tty {
+            eprint!("\r\x1b[K");
+        }
+        println!("{s}");
+        let _ = std::io::stdout().flush();
+    }
+
+    fn bar(&self, label: &str, elapsed_s: f64, total_s: f64, rate: f64, mb_s: f64) {
+        if !self.tty {
+            return;
+        }
+        const WIDTH: usize = 30;
+        let done =
+            ((elapsed_s / total_s.max(1e-9)) * WIDTH as f64).clamp(0.0, WIDTH as f64) as usize;
+        eprint!(
+            "\r\x1b[K{label} [{}{}] {:>5.1}/{:.0} s {:>10.0} msg/s {:>8.2} MB/s",
+            "#".repeat(done),
+            " ".repeat(WIDTH - done),
+            elapsed_s,
+            total_s,
+            rate,
+            mb_s
+        );
+        let _ = std::io::stderr().flush();
+    }
+
+    fn done(&self) {
+        if self.tty {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+fn run_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{}-{:x}", std::process::id(), nanos)
+}
+
+/// Runs `w` against `target`.
+pub fn run(w: &Workload, target: &Target, progress: &Progress) -> Result<RunResult, String> {
+    w.validate()?;
+    let id = run_id();
+    let topics: Vec<String> = (0..w.topics)
+        .map(|i| format!("strand-bench-{id}-{i}"))
+        .collect();
+    create_topics(
+        &target.bootstrap,
+        &topics,
+        w.partitions_per_topic as i32,
+        &target.topic_configs,
+    )?;
+    let plan = Plan {
+        workload: w.clone(),
+        bootstrap: target.bootstrap.clone(),
+        topics: topics.clone(),
+        run_id: id,
+    };
+    let result = drive(&plan, target, progress);
+    delete_topics(&target.bootstrap, &topics);
+    result
+}
+
+fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult, String> {
+    let w = &plan.workload;
+    let ctl = Arc::new(Control::default());
+    let workers = driver::start(plan, &ctl)?;
+    let producers = plan.producers().len();
+    let clients = workers.clients;
+    let groups = (w.consumer_groups * w.topics) as u64;
+    // Every client connected, consumers positioned at the end of their partitions.
+    let ready_deadline = Instant::now() + READY_TIMEOUT;
+    while ctl.ready.load(Ordering::SeqCst) < clients {
+        if let Some(e) = ctl.failure() {
+            let _ = workers.join();
+            return Err(e);
+        }
+        if Instant::now() > ready_deadline {
+            ctl.fail(format!(
+                "clients not ready after {} s",
+                READY_TIMEOUT.as_secs()
+            ));
+            let _ = workers.join();
+            return Err(format!(
+                "{} of {} clients ready after {} s",
+                ctl.ready.load(Ordering::SeqCst),
+                clients,
+                READY_TIMEOUT.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let start = Instant::now();
+    let start_epoch_s = epoch_s();
+    ctl.measure_start
+        .set(start + Duration::from_secs_f64(w.warmup_s));
+    ctl.go.store(true, Ordering::SeqCst);
+    let (warmup_end, end) = (w.warmup_s, w.total_s());
+    let mut intervals: Vec<Interval> = Vec::new();
+    let mut last_s = 0.0;
+    let (mut acked, mut consumed) = (0u64, 0u64);
+    let mut stopped_at: Option<Instant> = None;
+    loop {
+        let now_s = start.elapsed().as_secs_f64();
+        let mut next = last_s + TICK.as_secs_f64();
+        for boundary in [warmup_end, end] {
+            if last_s < boundary && boundary < next {
+                next = boundary;
+            }
+        }
+        if stopped_at.is_none() && next > now_s {
+            std::thread::sleep(Duration::from_secs_f64(next - now_s));
+        } else if stopped_at.is_some() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let now_s = start.elapsed().as_secs_f64();
+        let (mut counts, mut measured) = (Counts::default(), Counts::default());
+        for r in &workers.recorders {
+            let p = r.drain();
+            counts.add(&p.all);
+            measured.add(&p.measured);
+        }
+        acked += counts.acked + counts.errors;
+        consumed += counts.consumed;
+        let interval = Interval {
+            start_s: last_s,
+            duration_s: now_s - last_s,
+            warmup: last_s < warmup_end - 1e-9,
+            counts,
+            measured,
+        };
+        last_s = now_s;
+        if stopped_at.is_none() {
+            progress.line(&interval.line());
+            progress.bar(
+                &target.label,
+                now_s,
+                end,
+                interval.send_rate(),
+                interval.send_mb_s(),
+            );
+            intervals.push(interval);
+        } else if let Some(lastiv) = intervals.last_mut() {
+            // After the stop: late acks and consumed records belong to the last interval.
+            lastiv.counts.add(&interval.counts);
+            lastiv.measured.add(&interval.measured);
+        }
+        if let Some(e) = ctl.failure() {
+            progress.done();
+            // Not joined: a worker may be stuck on a broker that stopped answering; the
+            // caller reports the error and the process ends with its threads.
+            return Err(e);
+        }
+        if stopped_at.is_none() && now_s >= end - 1e-6 {
+            ctl.stop.store(true, Ordering::SeqCst);
+            stopped_at = Some(Instant::now());
+        }
+        if let Some(t) = stopped_at {
+            let producers_done = ctl.producers_done.load(Ordering::SeqCst) >= producers;
+            let sent: u64 = intervals.iter().map(|i| i.counts.sent).sum();
+            let all_acked = acked >= sent;
+            let all_consumed = consumed >= sent * groups || groups == 0;
+            if producers_done && all_acked && (all_consumed || t.elapsed() > DRAIN_TIMEOUT) {
+                break;
+            }
+            if t.elapsed() > DRAIN_TIMEOUT * 6 {
+                ctl.fail(format!(
+                    "producers did not finish within {} s of the end",
+                    (DRAIN_TIMEOUT * 6).as_secs()
+                ));
+            }
+        }
+    }
+    progress.done();
+    ctl.stop_consumers.store(true, Ordering::SeqCst);
+    let recorders = workers.recorders.clone();
+    workers.join()?;
+    if let Some(lastiv) = intervals.last_mut() {
+        for r in &recorders {
+            let p = r.drain();
+            lastiv.counts.add(&p.all);
+            lastiv.measured.add(&p.measured);
+        }
+    }
+    let summary = Summary::of(&intervals);
+    Ok(RunResult {
+        label: target.label.clone(),
+        broker: target.broker.clone(),
+        bootstrap: target.bootstrap.clone(),
+        workload: w.clone(),
+        start_epoch_s,
+        intervals,
+        summary,
+    })
+}
