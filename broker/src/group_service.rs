@@ -162,7 +162,8 @@ impl Node {
         }
         let (reply, rx) = oneshot::channel();
         self.send_to(owner, ShardMsg::Group { req, reply });
-        rx.await
+        crate::wake::cross(rx)
+            .await
             .unwrap_or(GroupResponse::Error(ErrorCode::NotCoordinator))
     }
 
@@ -181,7 +182,9 @@ impl Node {
                         reply,
                     },
                 );
-                rx.await.unwrap_or(GroupResponse::Listed(vec![]))
+                crate::wake::cross(rx)
+                    .await
+                    .unwrap_or(GroupResponse::Listed(vec![]))
             };
             if let GroupResponse::Listed(v) = r {
                 out.extend(v);
@@ -203,6 +206,7 @@ impl Node {
         let (tx, rx) = oneshot::channel();
         self.groups.borrow_mut().waiters.insert(ticket, tx);
         self.deliver(done);
+        // Delivered by this shard (local wake).
         rx.await.ok()
     }
 

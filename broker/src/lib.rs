@@ -20,6 +20,8 @@
 //! - [`txn_service`] — transactions on the node: routing to the coordinating shard,
 //!   persistence, markers to every partition, timeouts, recovery of in-doubt transactions.
 //! - [`testkit`] — batches and settings shared by the crash-test child and its test.
+//! - [`wake`] — cross-shard wake-ups over glommio shared channels (doorbells), never a task
+//!   waker handed to another thread.
 //! - [`storage`] — the partition log: sans-IO state (`log`, `segment`, `index`, `scan`,
 //!   `cache`) and its I/O (`dma`, `recovery`, `partition`).
 //!
@@ -43,5 +45,6 @@ pub mod storage;
 pub mod testkit;
 pub mod txn;
 pub mod txn_service;
+pub mod wake;
 
 pub use config::BrokerConfig;

@@ -226,7 +226,7 @@ impl Node {
 
     /// Receives and serves messages from other shards until the process ends.
     pub async fn run_inbox(self: Rc<Self>, mut rx: mpsc::UnboundedReceiver<ShardMsg>) {
-        while let Some(msg) = rx.next().await {
+        while let Some(msg) = crate::wake::cross(rx.next()).await {
             let me = Rc::clone(&self);
             glommio::spawn_local(async move { me.serve(msg).await }).detach();
         }
@@ -317,10 +317,14 @@ impl Node {
                 done,
             },
         );
-        if appended_rx.await.is_err() {
+        if crate::wake::cross(appended_rx).await.is_err() {
             return ready(Err(ErrorCode::NotLeaderOrFollower));
         }
-        Box::pin(async move { done_rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower)) })
+        Box::pin(async move {
+            crate::wake::cross(done_rx)
+                .await
+                .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+        })
     }
 
     async fn produce_local(
@@ -379,7 +383,9 @@ impl Node {
                 reply,
             },
         );
-        rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+        crate::wake::cross(rx)
+            .await
+            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
 
     async fn read_local(
@@ -427,7 +433,9 @@ impl Node {
                 reply,
             },
         );
-        rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+        crate::wake::cross(rx)
+            .await
+            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
 
     /// ListOffsets semantics: -2 earliest, -1 latest (the last stable offset for
@@ -466,7 +474,9 @@ impl Node {
         }
         let (reply, rx) = oneshot::channel();
         self.send(owner, ShardMsg::DeleteRecords { tp, before, reply });
-        rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+        crate::wake::cross(rx)
+            .await
+            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
 
     async fn delete_records_local(
@@ -503,7 +513,7 @@ impl Node {
                 reply,
             },
         );
-        rx.await.unwrap_or_else(|_| {
+        crate::wake::cross(rx).await.unwrap_or_else(|_| {
             vec![Err((ErrorCode::UnknownServerError, "controller gone".into())); n]
         })
     }
@@ -553,7 +563,7 @@ impl Node {
         }
         self.apply_catalog(next).await;
         for w in waits {
-            let _ = w.await;
+            let _ = crate::wake::cross(w).await;
         }
         Ok(())
     }

@@ -93,10 +93,14 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
     });
     // Each shard takes its own receiver once, at start-up.
     let inboxes = Arc::new(Mutex::new(mesh.receivers));
+    let (doorbells, ends) = crate::wake::doorbells(shards);
+    let ends: Arc<Mutex<Vec<Option<crate::wake::ShardDoorbells>>>> =
+        Arc::new(Mutex::new(ends.into_iter().map(Some).collect()));
     run_shards(Arc::new(config), move |id, _n, _config| {
         let shared = Arc::clone(&shared);
         let inbox = inboxes.lock().ok().and_then(|mut v| v[id].take());
-        shard_main(id, shared, inbox)
+        let bells = ends.lock().ok().and_then(|mut v| v[id].take());
+        shard_main(id, shared, inbox, Arc::clone(&doorbells), bells)
     })
 }
 
@@ -104,8 +108,12 @@ async fn shard_main(
     id: usize,
     shared: Arc<NodeShared>,
     inbox: Option<mpsc::UnboundedReceiver<ShardMsg>>,
+    doorbells: Arc<crate::wake::Doorbells>,
+    bells: Option<crate::wake::ShardDoorbells>,
 ) -> io::Result<()> {
     let inbox = inbox.ok_or_else(|| io::Error::other(format!("shard {id} has no inbox")))?;
+    let bells = bells.ok_or_else(|| io::Error::other(format!("shard {id} has no doorbells")))?;
+    crate::wake::start(id, doorbells, bells).await;
     let node = Node::new(id, Arc::clone(&shared));
     let data_dir = shared.config.data_dir.clone();
     let catalog = glommio::executor()

@@ -89,7 +89,8 @@ impl Node {
         }
         let (reply, rx) = oneshot::channel();
         self.send_to(owner, ShardMsg::Txn { req, reply });
-        rx.await
+        crate::wake::cross(rx)
+            .await
             .unwrap_or(TxnResponse::Done(Err(ErrorCode::NotCoordinator)))
     }
 
@@ -108,7 +109,9 @@ impl Node {
                         reply,
                     },
                 );
-                rx.await.unwrap_or(TxnResponse::Listed(vec![]))
+                crate::wake::cross(rx)
+                    .await
+                    .unwrap_or(TxnResponse::Listed(vec![]))
             };
             if let TxnResponse::Listed(v) = r {
                 out.extend(v);
@@ -300,7 +303,9 @@ impl Node {
                     reply,
                 },
             );
-            rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+            crate::wake::cross(rx)
+                .await
+                .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
         };
         match result {
             // A partition deleted since it joined the transaction: nothing to mark.
@@ -351,7 +356,9 @@ impl Node {
         }
         let (reply, rx) = oneshot::channel();
         self.send_to(owner, ShardMsg::Producers { tp, reply });
-        rx.await.unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+        crate::wake::cross(rx)
+            .await
+            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
 
     pub fn producers_local(&self, tp: &TopicPartition) -> Result<Vec<ProducerInfo>, ErrorCode> {

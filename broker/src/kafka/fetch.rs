@@ -67,7 +67,7 @@ pub async fn handle(
         // Listen before reading, so an append between the read and the wait is not missed.
         let listeners: Vec<_> = owners
             .iter()
-            .map(|&s| node.shared.appended[s].listen())
+            .map(|&s| crate::wake::cross(node.shared.appended[s].listen()))
             .collect();
         let results = read_all(node, &topics, &wants, response_max, committed).await;
         let bytes: usize = results

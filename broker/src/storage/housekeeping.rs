@@ -259,7 +259,8 @@ async fn run_on_background_thread(job: CleanJob) -> io::Result<CleanOutcome> {
             lower_priority();
             let _ = tx.send(cleaner::run(job));
         })?;
-    rx.await
+    crate::wake::cross(rx)
+        .await
         .map_err(|_| io::Error::other("the cleaner thread ended without a result"))?
 }
 
