@@ -27,13 +27,19 @@ pub const OFFSETS_PARTITIONS: i32 = 8;
 /// How often group timeouts are checked.
 const TICK_MS: u64 = 100;
 
-pub fn offsets_partition(group: &str) -> i32 {
+/// FNV-1a of `key` modulo `partitions`: which internal-topic partition a group or a
+/// transactional id belongs to (stable across runs and builds).
+pub fn internal_partition(key: &str, partitions: i32) -> i32 {
     let mut h: u32 = 0x811c_9dc5;
-    for b in group.bytes() {
+    for b in key.bytes() {
         h ^= u32::from(b);
         h = h.wrapping_mul(0x0100_0193);
     }
-    (h % OFFSETS_PARTITIONS as u32) as i32
+    (h % partitions.max(1) as u32) as i32
+}
+
+pub fn offsets_partition(group: &str) -> i32 {
+    internal_partition(group, OFFSETS_PARTITIONS)
 }
 
 /// A committed offset as requests carry it: partition, offset, leader epoch (-1 unknown),

@@ -122,39 +122,28 @@ async fn shard_main(
     node.apply_catalog(Arc::new(catalog)).await;
     glommio::spawn_local(Rc::clone(&node).run_inbox(inbox)).detach();
     node.spawn_group_ticker();
-    if id == 0 && !node.catalog().topics.contains_key(OFFSETS_TOPIC) {
-        let topic = NewTopic {
-            name: OFFSETS_TOPIC.to_string(),
-            partitions: OFFSETS_PARTITIONS,
-            // Kafka's settings for the offsets topic: compacted, small segments.
-            configs: [
-                ("cleanup.policy".to_string(), "compact".to_string()),
-                (
-                    "segment.bytes".to_string(),
-                    shared.config.offsets_topic_segment_bytes.to_string(),
-                ),
-            ]
-            .into(),
-        };
-        node.change_catalog(CatalogOp::Create(vec![topic]), false)
-            .await;
-    }
-    if id == 0 && !node.catalog().topics.contains_key(TXN_TOPIC) {
-        let topic = NewTopic {
-            name: TXN_TOPIC.to_string(),
-            partitions: TXN_PARTITIONS,
-            // Kafka's settings for the transaction log: compacted, small segments.
-            configs: [
-                ("cleanup.policy".to_string(), "compact".to_string()),
-                (
-                    "segment.bytes".to_string(),
-                    shared.config.offsets_topic_segment_bytes.to_string(),
-                ),
-            ]
-            .into(),
-        };
-        node.change_catalog(CatalogOp::Create(vec![topic]), false)
-            .await;
+    if id == 0 {
+        // Kafka's settings for its internal topics: compacted, small segments.
+        let segment_bytes = shared.config.offsets_topic_segment_bytes;
+        for (name, partitions) in [
+            (OFFSETS_TOPIC, OFFSETS_PARTITIONS),
+            (TXN_TOPIC, TXN_PARTITIONS),
+        ] {
+            if node.catalog().topics.contains_key(name) {
+                continue;
+            }
+            let topic = NewTopic {
+                name: name.to_string(),
+                partitions,
+                configs: [
+                    ("cleanup.policy".to_string(), "compact".to_string()),
+                    ("segment.bytes".to_string(), segment_bytes.to_string()),
+                ]
+                .into(),
+            };
+            node.change_catalog(CatalogOp::Create(vec![topic]), false)
+                .await;
+        }
     }
     node.spawn_txn_ticker();
     spawn_housekeeping(Rc::clone(&node));

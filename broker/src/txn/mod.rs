@@ -31,12 +31,7 @@ pub const TXN_PARTITIONS: i32 = 8;
 
 /// The `__transaction_state` partition of a transactional id.
 pub fn txn_partition(transactional_id: &str) -> i32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in transactional_id.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    (h % TXN_PARTITIONS as u32) as i32
+    crate::group_service::internal_partition(transactional_id, TXN_PARTITIONS)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
