@@ -31,6 +31,9 @@ pub struct BrokerConfig {
     pub num_partitions: i32,
     /// `offsets.retention.minutes`: committed offsets of empty groups expire after this.
     pub offsets_retention_minutes: i64,
+    /// `group.initial.rebalance.delay.ms`: the first join of an empty group waits this long
+    /// for more members, so a group starting up rebalances once, not once per member.
+    pub group_initial_rebalance_delay_ms: i64,
     /// `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a producer may ask
     /// for (InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).
     pub transaction_max_timeout_ms: i32,
@@ -76,6 +79,7 @@ impl Default for BrokerConfig {
             auto_create_topics: true,
             num_partitions: crate::limits::DEFAULT_PARTITIONS,
             offsets_retention_minutes: 7 * 24 * 60,
+            group_initial_rebalance_delay_ms: 3_000,
             transaction_max_timeout_ms: 900_000,
             cleaner: CleanerConfig::default(),
             offsets_topic_segment_bytes: 100 << 20,
@@ -133,6 +137,8 @@ pub struct FileConfig {
     pub num_partitions: Option<i32>,
     #[serde(rename = "offsets.retention.minutes")]
     pub offsets_retention_minutes: Option<i64>,
+    #[serde(rename = "group.initial.rebalance.delay.ms")]
+    pub group_initial_rebalance_delay_ms: Option<i64>,
     #[serde(rename = "transaction.max.timeout.ms")]
     pub transaction_max_timeout_ms: Option<i32>,
     #[serde(rename = "io.properties.file")]
@@ -214,6 +220,10 @@ impl BrokerConfig {
         set!(self.num_partitions, f.num_partitions);
         set!(self.offsets_retention_minutes, f.offsets_retention_minutes);
         set!(
+            self.group_initial_rebalance_delay_ms,
+            f.group_initial_rebalance_delay_ms
+        );
+        set!(
             self.transaction_max_timeout_ms,
             f.transaction_max_timeout_ms
         );
@@ -251,6 +261,12 @@ impl BrokerConfig {
             return Err(ConfigError(format!(
                 "transaction.max.timeout.ms must be positive, got {}",
                 self.transaction_max_timeout_ms
+            )));
+        }
+        if self.group_initial_rebalance_delay_ms < 0 {
+            return Err(ConfigError(format!(
+                "group.initial.rebalance.delay.ms must not be negative, got {}",
+                self.group_initial_rebalance_delay_ms
             )));
         }
         if self.cores == Some(0) {

@@ -683,6 +683,10 @@ impl Node {
 
     /// Expires group members and ends overdue join phases on this shard.
     pub fn spawn_group_ticker(self: &Rc<Self>) {
+        self.groups
+            .borrow_mut()
+            .coordinator
+            .initial_rebalance_delay_ms = self.config().group_initial_rebalance_delay_ms;
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
             loop {

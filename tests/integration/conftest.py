@@ -24,7 +24,10 @@ class Broker:
 
     def __init__(self, data_dir, cores=2, config=None):
         self.data_dir = data_dir
-        self.config = config or {}
+        # Like the Kafka broker below (and Kafka's own test setups): no initial rebalance delay,
+        # so a consumer group starting in a test is not held 3 s; tests that check the delay
+        # set it explicitly.
+        self.config = {"group.initial.rebalance.delay.ms": 0, **(config or {})}
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.cores = cores

@@ -119,6 +119,10 @@ pub struct Group {
     pub members: BTreeMap<String, Member>,
     /// When the current join phase must end even if some members have not rejoined.
     rebalance_deadline_ms: i64,
+    /// While a group that was empty fills up: the join phase does not end before this, so
+    /// members starting together land in one generation instead of a rebalance each
+    /// (`group.initial.rebalance.delay.ms`, Kafka's `InitialDelayedJoin`).
+    initial_join_until_ms: Option<i64>,
     pub offsets: BTreeMap<(String, i32), Committed>,
     /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined with.
     pending_ids: std::collections::HashSet<String>,
@@ -135,6 +139,7 @@ impl Group {
             leader: None,
             members: BTreeMap::new(),
             rebalance_deadline_ms: 0,
+            initial_join_until_ms: None,
             offsets: BTreeMap::new(),
             pending_ids: Default::default(),
         }
@@ -160,6 +165,9 @@ pub struct Join {
 #[derive(Debug, Default)]
 pub struct Coordinator {
     pub groups: HashMap<String, Group>,
+    /// `group.initial.rebalance.delay.ms`: how long the first join of an empty group waits
+    /// for more members (each new member extends it, up to the rebalance timeout). 0 = none.
+    pub initial_rebalance_delay_ms: i64,
     next_ticket: Ticket,
     next_member: u64,
 }
@@ -261,6 +269,7 @@ impl Coordinator {
             }
         }
         let is_new = !group.members.contains_key(&member_id);
+        let was_empty = group.state == GroupState::Empty && group.members.is_empty();
         if is_new && !was_pending && !j.member_id.is_empty() && j.instance_id.is_none() {
             // A member id we never gave out (or forgot after a restart).
             return (
@@ -314,8 +323,19 @@ impl Coordinator {
         member.last_seen_ms = now_ms;
         member.join_waiter = Some(ticket);
         group.protocol_type = Some(j.protocol_type);
+        let delay_ms = self.initial_rebalance_delay_ms;
         if group.state != GroupState::PreparingRebalance {
             Self::prepare_rebalance(group, now_ms);
+            if was_empty && delay_ms > 0 {
+                group.initial_join_until_ms =
+                    Some((now_ms + delay_ms).min(group.rebalance_deadline_ms));
+            }
+        } else if is_new {
+            if let Some(until) = group.initial_join_until_ms.as_mut() {
+                *until = (now_ms + delay_ms)
+                    .min(group.rebalance_deadline_ms)
+                    .max(*until);
+            }
         }
         let done = Self::maybe_complete_join(group, now_ms);
         (Outcome::Parked(ticket), done)
@@ -339,10 +359,18 @@ impl Coordinator {
         if group.state != GroupState::PreparingRebalance {
             return vec![];
         }
+        if !group.members.is_empty()
+            && group
+                .initial_join_until_ms
+                .is_some_and(|until| now_ms < until)
+        {
+            return vec![];
+        }
         let all_in = group.members.values().all(|m| m.join_waiter.is_some());
         if !all_in && now_ms < group.rebalance_deadline_ms {
             return vec![];
         }
+        group.initial_join_until_ms = None;
         group.members.retain(|_, m| m.join_waiter.is_some());
         let mut out = Vec::new();
         // Stale syncs of the previous generation.

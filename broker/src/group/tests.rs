@@ -285,3 +285,41 @@ fn a_static_member_rejoining_a_stable_group_keeps_its_assignment_without_rebalan
     };
     assert_eq!(s.assignment, Bytes::from_static(b"F"));
 }
+
+#[test]
+fn members_starting_together_share_one_generation_after_the_initial_delay() {
+    let mut c = Coordinator {
+        initial_rebalance_delay_ms: 3_000,
+        ..Coordinator::default()
+    };
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (Outcome::Now(r), _) = joined(&mut c, "", 0) else {
+            panic!()
+        };
+        ids.push(r.member_id);
+    }
+    // The first member waits for the delay instead of completing alone.
+    let (Outcome::Parked(_), done) = joined(&mut c, &ids[0], 0) else {
+        panic!("parked")
+    };
+    assert!(done.is_empty(), "no generation before the delay");
+    assert!(c.tick(2_999).is_empty());
+    // A second member at 2 s extends the wait to 5 s (capped by the 5 s rebalance timeout).
+    let (_, done) = joined(&mut c, &ids[1], 2_000);
+    assert!(done.is_empty());
+    assert!(c.tick(4_999).is_empty(), "extended by the new member");
+    let (_, done) = joined(&mut c, &ids[2], 4_999);
+    assert!(done.is_empty(), "still inside the (capped) window");
+    let done = c.tick(5_000);
+    assert_eq!(done.len(), 3, "one generation for all three");
+    let g = c.group("g").unwrap();
+    assert_eq!((g.generation, g.members.len()), (1, 3));
+    // Once the group has members, a newcomer's rebalance is not delayed again.
+    for id in &ids {
+        let (Outcome::Parked(_), _) = joined(&mut c, id, 6_000) else {
+            panic!()
+        };
+    }
+    assert_eq!(c.group("g").unwrap().generation, 2);
+}
