@@ -176,6 +176,10 @@ pub struct Workload {
     /// for fsync. Unset: the broker's default (fsync before ack). Not sent to other brokers.
     pub write_caching: Option<bool>,
     pub driver: DriverKind,
+    /// Native driver: pin each client executor to a core (thread-per-core). With the broker on
+    /// the same cores, `false` lets the kernel move a busy client thread off a core where a
+    /// per-CPU kworker must run (see docs/ARCHITECTURE.md, "Direct I/O completions").
+    pub pin_client_threads: bool,
 }
 
 impl Default for Workload {
@@ -206,6 +210,7 @@ impl Default for Workload {
             buffer_bytes: 64 << 20,
             write_caching: None,
             driver: DriverKind::Native,
+            pin_client_threads: true,
         }
     }
 }
@@ -416,6 +421,9 @@ mod tests {
         w.set("rate=\"50MB/s\"").expect("string");
         w.set("write_caching=true").expect("optional key");
         w.set("key_distribution=zipf").expect("enum");
+        assert!(w.pin_client_threads, "thread-per-core by default");
+        w.set("pin_client_threads=false").expect("bool");
+        assert!(!w.pin_client_threads);
         assert_eq!(w.acks, "1");
         assert_eq!(w.rate, Rate::MegabytesPerSecond(50.0));
         assert_eq!(w.write_caching, Some(true));

@@ -91,3 +91,8 @@ pub const HOUSEKEEPING_SHARES: usize = 50;
 /// the pass leaves the shard's core (see `storage::housekeeping::lower_priority`), and
 /// `log.cleaner.io.max.bytes.per.second` caps it where that is not enough.
 pub const CLEANER_NICE: libc::c_int = 0;
+
+/// A segment write or fdatasync slower than this is logged (WARN) with how long it queued and
+/// how long the device took. Healthy NVMe answers in well under a millisecond; seconds point
+/// at the host (a starved per-CPU `dio` kworker, a stalled journal, a failing disk).
+pub const SLOW_IO_WARN_MS: u64 = 500;

@@ -57,7 +57,12 @@ pub fn start(plan: &Plan, ctl: &Arc<Control>) -> Result<Workers, String> {
         let rec = ctl.recorder();
         workers.recorders.push(rec.clone());
         let (plan, ctl2) = (plan.clone(), Arc::clone(ctl));
-        let handle = glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpu))
+        let placement = if plan.workload.pin_client_threads {
+            glommio::Placement::Fixed(cpu)
+        } else {
+            glommio::Placement::Unbound
+        };
+        let handle = glommio::LocalExecutorBuilder::new(placement)
             .name(&format!("bench-{cpu}"))
             .spawn(move || async move { executor_main(plan, ctl2, rec, jobs).await })
             .map_err(|e| format!("cannot start a client executor on cpu {cpu}: {e}"))?;

@@ -23,6 +23,9 @@ use bytes::Bytes;
 use event_listener::Event;
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
+const SLOW_IO: std::time::Duration =
+    std::time::Duration::from_millis(crate::limits::SLOW_IO_WARN_MS);
+
 /// Block size for O_DIRECT offsets, lengths and buffer addresses.
 pub const BLOCK_BYTES: u64 = 4096;
 
@@ -115,16 +118,27 @@ pub fn read_direct(file: &File, pos: u64, len: usize) -> io::Result<Bytes> {
 /// whenever the syncing thread differs from the previous one, and io_uring's workers vary.
 /// The caller keeps `fd` open until this returns.
 pub async fn fdatasync_pooled(fd: std::os::fd::RawFd) -> io::Result<()> {
-    glommio::executor()
+    let asked = std::time::Instant::now();
+    let (r, queued, took) = glommio::executor()
         .spawn_blocking(move || {
+            let start = std::time::Instant::now();
             // SAFETY: plain syscall on an fd the caller keeps open.
-            if unsafe { libc::fdatasync(fd) } == 0 {
+            let r = if unsafe { libc::fdatasync(fd) } == 0 {
                 Ok(())
             } else {
                 Err(io::Error::last_os_error())
-            }
+            };
+            (r, start.duration_since(asked), start.elapsed())
         })
-        .await
+        .await;
+    if asked.elapsed() > SLOW_IO {
+        tracing::warn!(
+            queued_ms = queued.as_millis() as u64,
+            sync_ms = took.as_millis() as u64,
+            "slow fdatasync"
+        );
+    }
+    r
 }
 
 struct WriterState {
@@ -301,10 +315,23 @@ impl SegmentWriter {
         };
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
+            let asked = std::time::Instant::now();
             if let Some(prev_end) = wait_for {
                 let _ = me.wait_written(prev_end).await;
             }
+            let (ordered, bytes) = (asked.elapsed(), buf.len());
             let result = me.file.write_rc_at(Rc::new(buf), pos).await;
+            if asked.elapsed() > SLOW_IO {
+                // Seen on a VM whose per-CPU `dio` kworker (which completes O_DIRECT writes
+                // into preallocated extents) waited seconds behind a busy pinned thread.
+                tracing::warn!(
+                    pos,
+                    bytes,
+                    ordered_ms = ordered.as_millis() as u64,
+                    total_ms = asked.elapsed().as_millis() as u64,
+                    "slow segment write"
+                );
+            }
             me.complete(pos, end, result.map(|_| ()).map_err(|e| e.to_string()));
         })
         .detach();
