@@ -67,6 +67,20 @@ def test_killed_member_hands_over_from_the_last_commit(broker, mode):
         assert set(processed) | set(taken_over) == everything - {"m5"}
 
 
+def group_report(broker, group, members):
+    """What the broker and each consumer think, for a failed assertion (this setup failed to
+    settle within 30 s once in CI and never locally: the next failure should say why)."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # alive until the answer
+    try:
+        d = admin.describe_consumer_groups([group])[group].result(10)
+        broker_view = (d.state, [(m.member_id, [tp.partition for tp in m.assignment.topic_partitions])
+                                 for m in d.members])
+    except Exception as e:  # the report must not hide the original failure
+        broker_view = f"describe failed: {e!r}"
+    return (f"broker: {broker_view}; consumers: "
+            f"{[[tp.partition for tp in m.assignment()] for m in members]}")
+
+
 def test_rebalance_after_leave_group_is_fast(broker):
     topic = topic_with(broker, 4, 0)
     group = f"leave-{uuid.uuid4().hex[:6]}"
@@ -84,7 +98,7 @@ def test_rebalance_after_leave_group_is_fast(broker):
     while not stable(members) and time.time() < deadline:
         for m in members:
             m.poll(0.05)
-    assert stable(members)
+    assert stable(members), group_report(broker, group, members)
     leaving = members.pop()
     start = time.time()
     leaving.close()  # sends LeaveGroup
