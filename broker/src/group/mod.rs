@@ -324,8 +324,9 @@ impl Coordinator {
         member.join_waiter = Some(ticket);
         group.protocol_type = Some(j.protocol_type);
         let delay_ms = self.initial_rebalance_delay_ms;
+        let mut done = Vec::new();
         if group.state != GroupState::PreparingRebalance {
-            Self::prepare_rebalance(group, now_ms);
+            done = Self::prepare_rebalance(group, now_ms);
             if was_empty && delay_ms > 0 {
                 group.initial_join_until_ms =
                     Some((now_ms + delay_ms).min(group.rebalance_deadline_ms));
@@ -337,12 +338,15 @@ impl Coordinator {
                     .max(*until);
             }
         }
-        let done = Self::maybe_complete_join(group, now_ms);
+        done.extend(Self::maybe_complete_join(group, now_ms));
         (Outcome::Parked(ticket), done)
     }
 
-    fn prepare_rebalance(group: &mut Group, now_ms: i64) {
-        // Anyone waiting on a sync of the old generation must rejoin.
+    /// Starts a join phase. Members parked in a SyncGroup of the old generation are answered
+    /// REBALANCE_IN_PROGRESS now, so they rejoin (as Kafka does): a follower waits for its
+    /// sync answer without heartbeating, and held until the join ended it would never rejoin
+    /// — the group would sit until the rebalance timeout (5 minutes for librdkafka).
+    fn prepare_rebalance(group: &mut Group, now_ms: i64) -> Vec<(Ticket, Answer)> {
         group.state = GroupState::PreparingRebalance;
         let timeout = group
             .members
@@ -351,6 +355,12 @@ impl Coordinator {
             .max()
             .unwrap_or(0);
         group.rebalance_deadline_ms = now_ms + timeout;
+        group
+            .members
+            .values_mut()
+            .filter_map(|m| m.sync_waiter.take())
+            .map(|t| (t, Answer::Sync(sync_error(ErrorCode::RebalanceInProgress))))
+            .collect()
     }
 
     /// Ends the join phase once every member has rejoined (or the deadline passed, dropping
@@ -578,7 +588,7 @@ impl Coordinator {
             })
             .collect();
         if g.state != GroupState::PreparingRebalance {
-            Self::prepare_rebalance(g, now_ms);
+            out.extend(Self::prepare_rebalance(g, now_ms));
         }
         out.extend(Self::maybe_complete_join(g, now_ms));
         (errors, out)
@@ -606,7 +616,7 @@ impl Coordinator {
                     }
                 }
                 if g.state != GroupState::PreparingRebalance {
-                    Self::prepare_rebalance(g, now_ms);
+                    out.extend(Self::prepare_rebalance(g, now_ms));
                 }
             }
             out.extend(Self::maybe_complete_join(g, now_ms));

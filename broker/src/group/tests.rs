@@ -323,3 +323,46 @@ fn members_starting_together_share_one_generation_after_the_initial_delay() {
     }
     assert_eq!(c.group("g").unwrap().generation, 2);
 }
+
+#[test]
+fn a_follower_parked_in_sync_is_told_to_rejoin_when_a_new_member_arrives() {
+    let mut c = Coordinator::default();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (Outcome::Now(r), _) = joined(&mut c, "", 0) else {
+            panic!()
+        };
+        ids.push(r.member_id);
+    }
+    joined(&mut c, &ids[0], 0);
+    c.sync("g", &ids[0], 1, vec![], 0);
+    // ids[1] joins: the leader rejoins, generation 2 completes with both.
+    joined(&mut c, &ids[1], 10);
+    joined(&mut c, &ids[0], 10);
+    let g = c.group("g").unwrap();
+    assert_eq!(
+        (g.state, g.generation),
+        (GroupState::CompletingRebalance, 2)
+    );
+    let follower = if g.leader.as_deref() == Some(ids[0].as_str()) {
+        ids[1].clone()
+    } else {
+        ids[0].clone()
+    };
+    // The follower's SyncGroup waits for the leader's assignment...
+    let (Outcome::Parked(sync_ticket), _) = c.sync("g", &follower, 2, vec![], 20) else {
+        panic!("a follower's sync waits for the leader")
+    };
+    // ...when a third member joins: the follower must hear REBALANCE_IN_PROGRESS now (it does
+    // not heartbeat while it waits), not when the new join phase ends.
+    let (_, done) = joined(&mut c, &ids[2], 30);
+    let answered: Vec<ErrorCode> = done
+        .iter()
+        .filter(|(t, _)| *t == sync_ticket)
+        .map(|(_, a)| match a {
+            Answer::Sync(r) => r.error,
+            _ => panic!("a sync ticket answered with a join"),
+        })
+        .collect();
+    assert_eq!(answered, vec![ErrorCode::RebalanceInProgress]);
+}
