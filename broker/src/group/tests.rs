@@ -25,6 +25,16 @@ fn joined(
     c.join(join(member, now), now)
 }
 
+/// `n` member ids handed out with MEMBER_ID_REQUIRED (not joined yet).
+fn member_ids(c: &mut Coordinator, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| match joined(c, "", 0) {
+            (Outcome::Now(r), _) => r.member_id,
+            _ => panic!("a first join without an id is answered at once"),
+        })
+        .collect()
+}
+
 #[test]
 fn two_members_rebalance_sync_and_heartbeat() {
     let mut c = Coordinator::default();
@@ -204,13 +214,7 @@ fn delete_and_expire_offsets_only_for_empty_groups() {
 #[test]
 fn leave_triggers_a_rebalance_and_a_missing_rejoin_times_out() {
     let mut c = Coordinator::default();
-    let mut ids = Vec::new();
-    for _ in 0..3 {
-        let (Outcome::Now(r), _) = joined(&mut c, "", 0) else {
-            panic!()
-        };
-        ids.push(r.member_id);
-    }
+    let ids = member_ids(&mut c, 3);
     for id in &ids {
         joined(&mut c, id, 0);
     }
@@ -292,13 +296,7 @@ fn members_starting_together_share_one_generation_after_the_initial_delay() {
         initial_rebalance_delay_ms: 3_000,
         ..Coordinator::default()
     };
-    let mut ids = Vec::new();
-    for _ in 0..3 {
-        let (Outcome::Now(r), _) = joined(&mut c, "", 0) else {
-            panic!()
-        };
-        ids.push(r.member_id);
-    }
+    let ids = member_ids(&mut c, 3);
     // The first member waits for the delay instead of completing alone.
     let (Outcome::Parked(_), done) = joined(&mut c, &ids[0], 0) else {
         panic!("parked")
@@ -327,13 +325,7 @@ fn members_starting_together_share_one_generation_after_the_initial_delay() {
 #[test]
 fn a_follower_parked_in_sync_is_told_to_rejoin_when_a_new_member_arrives() {
     let mut c = Coordinator::default();
-    let mut ids = Vec::new();
-    for _ in 0..3 {
-        let (Outcome::Now(r), _) = joined(&mut c, "", 0) else {
-            panic!()
-        };
-        ids.push(r.member_id);
-    }
+    let ids = member_ids(&mut c, 3);
     joined(&mut c, &ids[0], 0);
     c.sync("g", &ids[0], 1, vec![], 0);
     // ids[1] joins: the leader rejoins, generation 2 completes with both.
