@@ -39,25 +39,6 @@ pub struct TopicMeta {
     pub configs: BTreeMap<String, String>,
 }
 
-/// Topic configs Strand understands, with how they map onto `LogConfig`.
-pub const TOPIC_CONFIGS: &[&str] = &[
-    "cleanup.policy",
-    "retention.ms",
-    "retention.bytes",
-    "segment.bytes",
-    "segment.ms",
-    "flush.ms",
-    "flush.bytes",
-    "min.insync.replicas",
-    "max.message.bytes",
-    "write.caching",
-    "index.interval.bytes",
-    "min.cleanable.dirty.ratio",
-    "min.compaction.lag.ms",
-    "max.compaction.lag.ms",
-    "delete.retention.ms",
-];
-
 /// Why a topic name or config is refused (Kafka's INVALID_TOPIC_EXCEPTION / INVALID_CONFIG).
 pub fn validate_topic_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name == "." || name == ".." {
@@ -77,31 +58,14 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-pub fn validate_config(key: &str, value: &str) -> Result<(), String> {
-    if !TOPIC_CONFIGS.contains(&key) {
-        return Err(format!("unknown topic config {key}"));
-    }
-    let numeric = !matches!(
-        key,
-        "cleanup.policy" | "write.caching" | "min.cleanable.dirty.ratio"
-    );
-    if numeric && value.parse::<i64>().is_err() {
-        return Err(format!("{key} must be an integer, got {value:?}"));
-    }
-    if key == "cleanup.policy" {
-        CleanupPolicy::parse(value)?;
-    }
-    if key == "min.cleanable.dirty.ratio"
-        && !value.parse::<f64>().is_ok_and(|r| (0.0..=1.0).contains(&r))
-    {
-        return Err(format!(
-            "min.cleanable.dirty.ratio must be a number between 0 and 1, got {value:?}"
-        ));
-    }
-    if key == "write.caching" && !matches!(value, "true" | "false") {
-        return Err("write.caching must be true or false".into());
-    }
-    Ok(())
+/// Validates a topic config against Kafka's table ([`crate::topic_configs`]) and returns the
+/// value to store (booleans in lower case, as Kafka describes them).
+pub fn validate_config(key: &str, value: &str) -> Result<String, String> {
+    crate::topic_configs::validate(key, value)?;
+    Ok(match crate::topic_configs::find(key).map(|d| d.kind) {
+        Some(crate::topic_configs::Kind::Boolean) => value.to_ascii_lowercase(),
+        _ => value.to_string(),
+    })
 }
 
 impl TopicMeta {
@@ -152,11 +116,12 @@ impl TopicMeta {
         c
     }
 
-    /// Every topic config with its effective value, and whether the topic overrides it.
+    /// Every topic config with its effective value, and whether the topic overrides it. The
+    /// configs Strand applies show the broker's defaults; the others Kafka's.
     pub fn effective_configs(&self, defaults: &LogConfig) -> Vec<(&'static str, String, bool)> {
         let c = self.log_config(defaults);
-        let default_of = |k: &str| -> String {
-            match k {
+        let broker_default = |k: &str| -> Option<String> {
+            Some(match k {
                 "cleanup.policy" => c.cleanup_policy.to_string(),
                 "min.cleanable.dirty.ratio" => c.min_cleanable_dirty_ratio.to_string(),
                 "min.compaction.lag.ms" => c.min_compaction_lag_ms.to_string(),
@@ -168,18 +133,19 @@ impl TopicMeta {
                 "segment.ms" => c.segment_ms.to_string(),
                 "flush.ms" => c.flush_ms.to_string(),
                 "flush.bytes" => c.flush_bytes.to_string(),
-                "min.insync.replicas" => "1".into(),
-                "max.message.bytes" => "1048588".into(),
-                "write.caching" => "false".into(),
                 "index.interval.bytes" => c.index_interval_bytes.to_string(),
-                _ => String::new(),
-            }
+                _ => return None,
+            })
         };
-        TOPIC_CONFIGS
+        crate::topic_configs::TOPIC_CONFIGS
             .iter()
-            .map(|&k| match self.configs.get(k) {
-                Some(v) => (k, v.clone(), true),
-                None => (k, default_of(k), false),
+            .map(|d| match self.configs.get(d.name) {
+                Some(v) => (d.name, v.clone(), true),
+                None => (
+                    d.name,
+                    broker_default(d.name).unwrap_or_else(|| d.default.to_string()),
+                    false,
+                ),
             })
             .collect()
     }
@@ -219,6 +185,9 @@ pub enum CatalogOp {
     /// Per topic: (config name, operation, value). Operations are Kafka's
     /// IncrementalAlterConfigs ones: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
     AlterConfigs(Vec<(String, Vec<ConfigChange>)>),
+    /// The legacy AlterConfigs API: per topic, the whole new set of overrides (configs not
+    /// named go back to their defaults).
+    SetConfigs(Vec<(String, BTreeMap<String, String>)>),
     /// Per topic: the new total partition count.
     CreatePartitions(Vec<(String, i32)>),
 }
@@ -249,6 +218,19 @@ impl Catalog {
             CatalogOp::AlterConfigs(changes) => changes
                 .iter()
                 .map(|(topic, ops)| self.alter(topic, ops))
+                .collect(),
+            CatalogOp::SetConfigs(sets) => sets
+                .iter()
+                .map(|(topic, configs)| {
+                    let t = self.topics.get_mut(topic).ok_or_else(|| unknown(topic))?;
+                    let mut next = BTreeMap::new();
+                    for (k, v) in configs {
+                        let v = validate_config(k, v).map_err(|m| (ErrorCode::InvalidConfig, m))?;
+                        next.insert(k.clone(), v);
+                    }
+                    t.configs = next;
+                    Ok(())
+                })
                 .collect(),
             CatalogOp::CreatePartitions(counts) => counts
                 .iter()
@@ -290,13 +272,15 @@ impl Catalog {
                 format!("{} partitions is out of range", t.partitions),
             ));
         }
+        let mut configs = BTreeMap::new();
         for (k, v) in &t.configs {
-            validate_config(k, v).map_err(|m| (ErrorCode::InvalidConfig, m))?;
+            let v = validate_config(k, v).map_err(|m| (ErrorCode::InvalidConfig, m))?;
+            configs.insert(k.clone(), v);
         }
         let meta = TopicMeta {
             id: uuid::Uuid::new_v4().to_string(),
             partitions: t.partitions,
-            configs: t.configs.clone(),
+            configs,
         };
         self.topics.insert(t.name.clone(), meta);
         Ok(())
@@ -304,21 +288,34 @@ impl Catalog {
 
     fn alter(&mut self, topic: &str, ops: &[ConfigChange]) -> OpResult {
         let t = self.topics.get(topic).ok_or_else(|| unknown(topic))?;
+        let invalid = |m: String| (ErrorCode::InvalidConfig, m);
         let mut configs = t.configs.clone();
         for (name, op, value) in ops {
             match (op, value) {
                 (0, Some(v)) => {
-                    validate_config(name, v).map_err(|m| (ErrorCode::InvalidConfig, m))?;
-                    configs.insert(name.clone(), v.clone());
+                    let v = validate_config(name, v).map_err(invalid)?;
+                    configs.insert(name.clone(), v);
                 }
                 (1, _) => {
+                    if crate::topic_configs::find(name).is_none() {
+                        return Err(invalid(format!("unknown topic config name: {name}")));
+                    }
                     configs.remove(name);
                 }
+                (2 | 3, Some(v)) => {
+                    let current = configs.get(name).cloned().unwrap_or_else(|| {
+                        crate::topic_configs::find(name)
+                            .map_or(String::new(), |d| d.default.to_string())
+                    });
+                    let next =
+                        crate::topic_configs::list_op(name, &current, *op, v).map_err(invalid)?;
+                    let next = validate_config(name, &next).map_err(invalid)?;
+                    configs.insert(name.clone(), next);
+                }
                 _ => {
-                    return Err((
-                        ErrorCode::InvalidConfig,
-                        format!("operation {op} on {name} is not supported (SET and DELETE are)"),
-                    ))
+                    return Err(invalid(format!(
+                    "operation {op} on {name} needs a value (SET, APPEND, SUBTRACT) or is unknown"
+                )))
                 }
             }
         }

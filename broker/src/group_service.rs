@@ -13,7 +13,7 @@ use bytes::{Bytes, BytesMut};
 use futures_channel::oneshot;
 use strand_wire::builder::BatchBuilder;
 use strand_wire::ErrorCode;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::group::{Answer, Committed, Coordinator, GroupState, Join, Outcome, SyncResult, Ticket};
 use crate::node::{Node, ShardMsg};
@@ -62,21 +62,25 @@ pub enum GroupRequest {
     Sync {
         group: String,
         member: String,
+        instance: Option<String>,
         generation: i32,
         assignments: Vec<(String, Bytes)>,
     },
     Heartbeat {
         group: String,
         member: String,
+        instance: Option<String>,
         generation: i32,
     },
+    /// Members by member id and (LeaveGroup v3+) instance id.
     Leave {
         group: String,
-        members: Vec<String>,
+        members: Vec<(String, Option<String>)>,
     },
     Commit {
         group: String,
         member: String,
+        instance: Option<String>,
         generation: i32,
         offsets: Vec<OffsetEntry>,
     },
@@ -91,6 +95,7 @@ pub enum GroupRequest {
     TxnCommit {
         group: String,
         member: String,
+        instance: Option<String>,
         generation: i32,
         producer_id: i64,
         epoch: i16,
@@ -220,9 +225,11 @@ impl Node {
         let now = now_ms();
         match req {
             GroupRequest::Join(j) => {
+                let (group, member) = (j.group.clone(), j.member_id.clone());
                 let (outcome, done) = self.groups.borrow_mut().coordinator.join(j, now);
                 match outcome {
                     Outcome::Now(r) => {
+                        debug!(group, member, error = ?r.error, generation = r.generation, "join answered at once");
                         self.deliver(done);
                         GroupResponse::Join(r)
                     }
@@ -235,18 +242,20 @@ impl Node {
             GroupRequest::Sync {
                 group,
                 member,
+                instance,
                 generation,
                 assignments,
             } => {
                 let (outcome, done) = self.groups.borrow_mut().coordinator.sync(
                     &group,
-                    &member,
+                    (&member, instance.as_deref()),
                     generation,
                     assignments,
                     now,
                 );
                 match outcome {
                     Outcome::Now(r) => {
+                        debug!(group, member, generation, error = ?r.error, "sync answered at once");
                         self.deliver(done);
                         GroupResponse::Sync(r)
                     }
@@ -259,13 +268,20 @@ impl Node {
             GroupRequest::Heartbeat {
                 group,
                 member,
+                instance,
                 generation,
-            } => GroupResponse::Error(
-                self.groups
-                    .borrow_mut()
-                    .coordinator
-                    .heartbeat(&group, &member, generation, now),
-            ),
+            } => {
+                let code = self.groups.borrow_mut().coordinator.heartbeat(
+                    &group,
+                    (&member, instance.as_deref()),
+                    generation,
+                    now,
+                );
+                if !matches!(code, ErrorCode::None | ErrorCode::RebalanceInProgress) {
+                    debug!(group, member, generation, error = ?code, "heartbeat refused");
+                }
+                GroupResponse::Error(code)
+            }
             GroupRequest::Leave { group, members } => {
                 let (errors, done) = self
                     .groups
@@ -278,15 +294,17 @@ impl Node {
             GroupRequest::Commit {
                 group,
                 member,
+                instance,
                 generation,
                 offsets,
             } => {
-                let check = self
-                    .groups
-                    .borrow()
-                    .coordinator
-                    .check_commit(&group, &member, generation);
+                let check = self.groups.borrow().coordinator.check_commit(
+                    &group,
+                    (&member, instance.as_deref()),
+                    generation,
+                );
                 if check != ErrorCode::None {
+                    debug!(group, member, generation, error = ?check, "offset commit refused");
                     return GroupResponse::Error(check);
                 }
                 if let Err(code) = self.persist_offsets(&group, &offsets).await {
@@ -342,18 +360,20 @@ impl Node {
             GroupRequest::TxnCommit {
                 group,
                 member,
+                instance,
                 generation,
                 producer_id,
                 epoch,
                 offsets,
             } => {
                 if generation >= 0 || !member.is_empty() {
-                    let check = self
-                        .groups
-                        .borrow()
-                        .coordinator
-                        .check_commit(&group, &member, generation);
+                    let check = self.groups.borrow().coordinator.check_commit(
+                        &group,
+                        (&member, instance.as_deref()),
+                        generation,
+                    );
                     if check != ErrorCode::None {
+                        debug!(group, member, generation, error = ?check, "transactional offset commit refused");
                         return GroupResponse::Error(check);
                     }
                 }

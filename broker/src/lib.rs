@@ -43,6 +43,7 @@ pub mod server;
 pub mod shard;
 pub mod storage;
 pub mod testkit;
+pub mod topic_configs;
 pub mod txn;
 pub mod txn_service;
 pub mod wake;

@@ -96,3 +96,9 @@ pub const CLEANER_NICE: libc::c_int = 0;
 /// how long the device took. Healthy NVMe answers in well under a millisecond; seconds point
 /// at the host (a starved per-CPU `dio` kworker, a stalled journal, a failing disk).
 pub const SLOW_IO_WARN_MS: u64 = 500;
+
+/// How long a group with neither members nor committed offsets is kept before it is
+/// forgotten. Kafka removes such groups in its periodic cleanup
+/// (`offsets.retention.check.interval.ms`, 10 minutes); until then they can be described and
+/// deleted (tools remove a static member, then delete its group).
+pub const EMPTY_GROUP_KEEP_MS: i64 = 600_000;

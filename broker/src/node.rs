@@ -45,6 +45,7 @@ fn op_len(op: &CatalogOp) -> usize {
         CatalogOp::Create(v) => v.len(),
         CatalogOp::Delete(v) => v.len(),
         CatalogOp::AlterConfigs(v) => v.len(),
+        CatalogOp::SetConfigs(v) => v.len(),
         CatalogOp::CreatePartitions(v) => v.len(),
     }
 }
@@ -439,8 +440,8 @@ impl Node {
     }
 
     /// ListOffsets semantics: -2 earliest, -1 latest (the last stable offset for
-    /// read_committed; -3, max timestamp, as latest), otherwise the first offset with a
-    /// timestamp at or after `timestamp_ms`.
+    /// read_committed), -3 the first record with the largest timestamp (KIP-734), otherwise
+    /// the first record with a timestamp at or after `timestamp_ms`.
     async fn offsets_local(
         &self,
         tp: &TopicPartition,
@@ -453,7 +454,12 @@ impl Node {
         match timestamp_ms {
             -2 => Ok((log.log_start(), -1)),
             -1 if committed => Ok((log.last_stable(), -1)),
-            -1 | -3 => Ok((log.log_end(), -1)),
+            -1 => Ok((log.log_end(), -1)),
+            -3 => match log.max_timestamp_offset().await {
+                Ok(Some(found)) => Ok(found),
+                Ok(None) => Ok((Offset(-1), -1)),
+                Err(_) => Err(ErrorCode::KafkaStorageError),
+            },
             ts => match log.offset_for_time(ts).await {
                 Ok(Some(found)) => Ok(found),
                 Ok(None) => Ok((Offset(-1), -1)),

@@ -22,8 +22,9 @@ def free_port():
 class Broker:
     """One strand process on a free port with its own data directory."""
 
-    def __init__(self, data_dir, cores=2, config=None):
+    def __init__(self, data_dir, cores=2, config=None, env=None):
         self.data_dir = data_dir
+        self.env = env
         # Like the Kafka broker below (and Kafka's own test setups): no initial rebalance delay,
         # so a consumer group starting in a test is not held 3 s; tests that check the delay
         # set it explicitly.
@@ -47,7 +48,8 @@ class Broker:
                         f'"{v}"' if isinstance(v, str) else str(v))
                     f.write(f'"{k}" = {value}\n')
             args += ["--config", path]
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(self.env or {})})
         deadline = time.time() + 30
         while time.time() < deadline:
             try:

@@ -13,6 +13,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 use strand_wire::ErrorCode;
+use tracing::debug;
+
+mod membership;
+mod offsets;
 
 /// Identifies a parked request.
 pub type Ticket = u64;
@@ -126,6 +130,9 @@ pub struct Group {
     pub offsets: BTreeMap<(String, i32), Committed>,
     /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined with.
     pending_ids: std::collections::HashSet<String>,
+    /// When a join phase last started or ended: an empty group without offsets is forgotten
+    /// `limits::EMPTY_GROUP_KEEP_MS` after this.
+    last_change_ms: i64,
 }
 
 impl Group {
@@ -142,6 +149,7 @@ impl Group {
             initial_join_until_ms: None,
             offsets: BTreeMap::new(),
             pending_ids: Default::default(),
+            last_change_ms: 0,
         }
     }
 }
@@ -203,151 +211,20 @@ impl Coordinator {
         self.groups.get(id)
     }
 
-    pub fn join(&mut self, j: Join, now_ms: i64) -> (Outcome<JoinResult>, Vec<(Ticket, Answer)>) {
-        if j.group.is_empty() {
-            return (
-                Outcome::Now(join_error(&j.member_id, ErrorCode::InvalidGroupId)),
-                vec![],
-            );
-        }
-        if j.session_timeout_ms < 1000 || j.session_timeout_ms > 1_800_000 {
-            return (
-                Outcome::Now(join_error(&j.member_id, ErrorCode::InvalidSessionTimeout)),
-                vec![],
-            );
-        }
-        let mut member_id = j.member_id.clone();
-        if member_id.is_empty() {
-            // Static members keep their slot across restarts.
-            let existing = j.instance_id.as_ref().and_then(|iid| {
-                self.groups.get(&j.group).and_then(|g| {
-                    g.members
-                        .values()
-                        .find(|m| m.instance_id.as_ref() == Some(iid))
-                        .map(|m| m.id.clone())
-                })
-            });
-            member_id = match existing {
-                Some(id) => id,
-                None => {
-                    self.next_member += 1;
-                    format!(
-                        "{}-{:016x}",
-                        if j.client_id.is_empty() {
-                            "member"
-                        } else {
-                            &j.client_id
-                        },
-                        self.next_member
-                    )
-                }
-            };
-            if j.require_known_member_id && j.instance_id.is_none() {
-                let group = self
-                    .groups
-                    .entry(j.group.clone())
-                    .or_insert_with(|| Group::new(&j.group));
-                group.pending_ids.insert(member_id.clone());
-                return (
-                    Outcome::Now(join_error(&member_id, ErrorCode::MemberIdRequired)),
-                    vec![],
-                );
-            }
-        }
-        let ticket = self.ticket();
-        let group = self
-            .groups
-            .entry(j.group.clone())
-            .or_insert_with(|| Group::new(&j.group));
-        let was_pending = group.pending_ids.remove(&member_id);
-        if let Some(pt) = &group.protocol_type {
-            if !group.members.is_empty() && *pt != j.protocol_type {
-                return (
-                    Outcome::Now(join_error(&member_id, ErrorCode::InconsistentGroupProtocol)),
-                    vec![],
-                );
-            }
-        }
-        let is_new = !group.members.contains_key(&member_id);
-        let was_empty = group.state == GroupState::Empty && group.members.is_empty();
-        if is_new && !was_pending && !j.member_id.is_empty() && j.instance_id.is_none() {
-            // A member id we never gave out (or forgot after a restart).
-            return (
-                Outcome::Now(join_error(&j.member_id, ErrorCode::UnknownMemberId)),
-                vec![],
-            );
-        }
-        // A static member (group.instance.id) coming back with the same protocols while the
-        // group is stable keeps its slot and its assignment: no rebalance (KIP-345). The
-        // leader still goes through a rebalance, so that it gets the member list again.
-        if let (false, Some(_), GroupState::Stable) = (is_new, &j.instance_id, group.state) {
-            let leader = group.leader.clone().unwrap_or_default();
-            if let Some(m) = group.members.get_mut(&member_id) {
-                if m.id != leader && m.protocols == j.protocols {
-                    m.last_seen_ms = now_ms;
-                    m.session_timeout_ms = j.session_timeout_ms;
-                    return (
-                        Outcome::Now(JoinResult {
-                            error: ErrorCode::None,
-                            generation: group.generation,
-                            protocol_type: group.protocol_type.clone(),
-                            protocol: group.protocol.clone(),
-                            leader,
-                            member_id: member_id.clone(),
-                            members: Vec::new(),
-                        }),
-                        vec![],
-                    );
-                }
-            }
-        }
-        let member = group
-            .members
-            .entry(member_id.clone())
-            .or_insert_with(|| Member {
-                id: member_id.clone(),
-                instance_id: j.instance_id.clone(),
-                client_id: j.client_id.clone(),
-                client_host: j.client_host.clone(),
-                protocols: Vec::new(),
-                session_timeout_ms: j.session_timeout_ms,
-                rebalance_timeout_ms: j.rebalance_timeout_ms,
-                last_seen_ms: now_ms,
-                assignment: Bytes::new(),
-                join_waiter: None,
-                sync_waiter: None,
-            });
-        member.protocols = j.protocols;
-        member.session_timeout_ms = j.session_timeout_ms;
-        member.rebalance_timeout_ms = j.rebalance_timeout_ms;
-        member.last_seen_ms = now_ms;
-        member.join_waiter = Some(ticket);
-        group.protocol_type = Some(j.protocol_type);
-        let delay_ms = self.initial_rebalance_delay_ms;
-        let mut done = Vec::new();
-        if group.state != GroupState::PreparingRebalance {
-            done = Self::prepare_rebalance(group, now_ms);
-            if was_empty && delay_ms > 0 {
-                group.initial_join_until_ms =
-                    Some((now_ms + delay_ms).min(group.rebalance_deadline_ms));
-            }
-        } else if is_new {
-            if let Some(until) = group.initial_join_until_ms.as_mut() {
-                *until = (now_ms + delay_ms)
-                    .min(group.rebalance_deadline_ms)
-                    .max(*until);
-            }
-        }
-        done.extend(Self::maybe_complete_join(group, now_ms));
-        (Outcome::Parked(ticket), done)
-    }
-
     /// Starts a join phase. Members parked in a SyncGroup of the old generation are answered
     /// REBALANCE_IN_PROGRESS now, so they rejoin (as Kafka does): a follower waits for its
     /// sync answer without heartbeating, and held until the join ended it would never rejoin
     /// — the group would sit until the rebalance timeout (5 minutes for librdkafka).
-    fn prepare_rebalance(group: &mut Group, now_ms: i64) -> Vec<(Ticket, Answer)> {
+    fn prepare_rebalance(group: &mut Group, now_ms: i64, reason: &str) -> Vec<(Ticket, Answer)> {
+        debug!(
+            group = %group.id,
+            generation = group.generation,
+            members = group.members.len(),
+            reason,
+            "rebalance started"
+        );
         group.state = GroupState::PreparingRebalance;
+        group.last_change_ms = now_ms;
         let timeout = group
             .members
             .values()
@@ -381,6 +258,7 @@ impl Coordinator {
             return vec![];
         }
         group.initial_join_until_ms = None;
+        group.last_change_ms = now_ms;
         group.members.retain(|_, m| m.join_waiter.is_some());
         let mut out = Vec::new();
         // Stale syncs of the previous generation.
@@ -396,19 +274,7 @@ impl Coordinator {
             group.protocol = None;
             return out;
         }
-        // The first protocol, in the first member's order, that every member supports.
-        let first = group
-            .members
-            .values()
-            .next()
-            .map(|m| m.protocols.clone())
-            .unwrap_or_default();
-        let protocol = first.iter().map(|(name, _)| name.clone()).find(|name| {
-            group
-                .members
-                .values()
-                .all(|m| m.protocols.iter().any(|(n, _)| n == name))
-        });
+        let protocol = group.select_protocol();
         group.protocol = protocol.clone();
         if group
             .leader
@@ -418,6 +284,14 @@ impl Coordinator {
             group.leader = group.members.keys().next().cloned();
         }
         let leader = group.leader.clone().unwrap_or_default();
+        debug!(
+            group = %group.id,
+            generation = group.generation,
+            members = group.members.len(),
+            leader = %leader,
+            protocol = protocol.as_deref().unwrap_or("-"),
+            "join phase complete"
+        );
         let metadata: Vec<(String, Option<String>, Bytes)> = group
             .members
             .values()
@@ -460,11 +334,15 @@ impl Coordinator {
         out
     }
 
-    fn check_member(&self, group: &str, member: &str, generation: i32) -> Result<(), ErrorCode> {
+    fn check_member(
+        &self,
+        group: &str,
+        member: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), ErrorCode> {
         let g = self.groups.get(group).ok_or(ErrorCode::UnknownMemberId)?;
-        if !g.members.contains_key(member) {
-            return Err(ErrorCode::UnknownMemberId);
-        }
+        g.validate_member(member, instance_id)?;
         if generation != g.generation {
             return Err(ErrorCode::IllegalGeneration);
         }
@@ -474,12 +352,13 @@ impl Coordinator {
     pub fn sync(
         &mut self,
         group_id: &str,
-        member_id: &str,
+        member: (&str, Option<&str>),
         generation: i32,
         assignments: Vec<(String, Bytes)>,
         now_ms: i64,
     ) -> (Outcome<SyncResult>, Vec<(Ticket, Answer)>) {
-        if let Err(e) = self.check_member(group_id, member_id, generation) {
+        let (member_id, instance_id) = member;
+        if let Err(e) = self.check_member(group_id, member_id, instance_id, generation) {
             return (Outcome::Now(sync_error(e)), vec![]);
         }
         let ticket = self.ticket();
@@ -515,6 +394,7 @@ impl Coordinator {
                     }
                 }
                 group.state = GroupState::Stable;
+                debug!(group = %group.id, generation = group.generation, "group stable");
                 let mut out = Vec::new();
                 let snapshot: Vec<(Ticket, SyncResult)> = group
                     .members
@@ -532,66 +412,32 @@ impl Coordinator {
         }
     }
 
+    /// Heartbeat, checked in Kafka's order: member (and static-member fencing), generation,
+    /// then REBALANCE_IN_PROGRESS while a join phase runs.
     pub fn heartbeat(
         &mut self,
         group_id: &str,
-        member_id: &str,
+        member: (&str, Option<&str>),
         generation: i32,
         now_ms: i64,
     ) -> ErrorCode {
+        let (member_id, instance_id) = member;
         let Some(g) = self.groups.get_mut(group_id) else {
             return ErrorCode::UnknownMemberId;
         };
-        let Some(m) = g.members.get_mut(member_id) else {
-            return ErrorCode::UnknownMemberId;
-        };
-        m.last_seen_ms = now_ms;
-        if g.state == GroupState::PreparingRebalance {
-            return ErrorCode::RebalanceInProgress;
+        if let Err(e) = g.validate_member(member_id, instance_id) {
+            return e;
         }
         if generation != g.generation {
             return ErrorCode::IllegalGeneration;
         }
-        ErrorCode::None
-    }
-
-    /// Removes members (LeaveGroup); one error per member id.
-    pub fn leave(
-        &mut self,
-        group_id: &str,
-        member_ids: &[String],
-        now_ms: i64,
-    ) -> (Vec<ErrorCode>, Vec<(Ticket, Answer)>) {
-        let Some(g) = self.groups.get_mut(group_id) else {
-            return (
-                member_ids
-                    .iter()
-                    .map(|_| ErrorCode::UnknownMemberId)
-                    .collect(),
-                vec![],
-            );
-        };
-        let mut out = Vec::new();
-        let errors = member_ids
-            .iter()
-            .map(|id| match g.members.remove(id) {
-                Some(m) => {
-                    if let Some(t) = m.join_waiter {
-                        out.push((t, Answer::Join(join_error(id, ErrorCode::UnknownMemberId))));
-                    }
-                    if let Some(t) = m.sync_waiter {
-                        out.push((t, Answer::Sync(sync_error(ErrorCode::UnknownMemberId))));
-                    }
-                    ErrorCode::None
-                }
-                None => ErrorCode::UnknownMemberId,
-            })
-            .collect();
-        if g.state != GroupState::PreparingRebalance {
-            out.extend(Self::prepare_rebalance(g, now_ms));
+        if let Some(m) = g.members.get_mut(member_id) {
+            m.last_seen_ms = now_ms;
         }
-        out.extend(Self::maybe_complete_join(g, now_ms));
-        (errors, out)
+        if g.state == GroupState::PreparingRebalance {
+            return ErrorCode::RebalanceInProgress;
+        }
+        ErrorCode::None
     }
 
     /// Expires members whose session timed out and ends join phases past their deadline.
@@ -616,97 +462,17 @@ impl Coordinator {
                     }
                 }
                 if g.state != GroupState::PreparingRebalance {
-                    out.extend(Self::prepare_rebalance(g, now_ms));
+                    let reason = format!("session timeout of {}", expired.join(", "));
+                    out.extend(Self::prepare_rebalance(g, now_ms, &reason));
                 }
             }
             out.extend(Self::maybe_complete_join(g, now_ms));
         }
         out
     }
-
-    /// Validates an OffsetCommit. `generation < 0` with no member is a "simple" commit
-    /// (consumers using assign), allowed while the group has no members.
-    pub fn check_commit(&self, group_id: &str, member_id: &str, generation: i32) -> ErrorCode {
-        match self.groups.get(group_id) {
-            None => ErrorCode::None,
-            Some(g) if generation < 0 && member_id.is_empty() => {
-                if g.members.is_empty() {
-                    ErrorCode::None
-                } else {
-                    ErrorCode::UnknownMemberId
-                }
-            }
-            Some(g) => match g.members.get(member_id) {
-                None => ErrorCode::UnknownMemberId,
-                Some(_) if generation != g.generation => ErrorCode::IllegalGeneration,
-                Some(_) if g.state == GroupState::PreparingRebalance => {
-                    ErrorCode::RebalanceInProgress
-                }
-                Some(_) => ErrorCode::None,
-            },
-        }
-    }
-
-    /// Stores committed offsets (after `check_commit` and after they are durable).
-    pub fn commit(&mut self, group_id: &str, offsets: Vec<((String, i32), Committed)>) {
-        let g = self
-            .groups
-            .entry(group_id.to_string())
-            .or_insert_with(|| Group::new(group_id));
-        for (tp, c) in offsets {
-            g.offsets.insert(tp, c);
-        }
-    }
-
-    /// DeleteGroups: only a group without members can go (NON_EMPTY_GROUP otherwise).
-    pub fn delete_group(&mut self, group_id: &str) -> ErrorCode {
-        match self.groups.get(group_id) {
-            None => ErrorCode::GroupIdNotFound,
-            Some(g) if !g.members.is_empty() => ErrorCode::NonEmptyGroup,
-            Some(_) => {
-                self.groups.remove(group_id);
-                ErrorCode::None
-            }
-        }
-    }
-
-    /// OffsetDelete: drops committed offsets of a group that is not consuming.
-    pub fn delete_offsets(
-        &mut self,
-        group_id: &str,
-        tps: &[(String, i32)],
-    ) -> Result<(), ErrorCode> {
-        let g = self
-            .groups
-            .get_mut(group_id)
-            .ok_or(ErrorCode::GroupIdNotFound)?;
-        if !g.members.is_empty() {
-            return Err(ErrorCode::GroupSubscribedToTopic);
-        }
-        for tp in tps {
-            g.offsets.remove(tp);
-        }
-        Ok(())
-    }
-
-    /// `offsets.retention.minutes`: committed offsets of groups without members expire this
-    /// long after their last commit; a group with neither members nor offsets disappears.
-    pub fn expire_offsets(&mut self, now_ms: i64, retention_ms: i64) {
-        for g in self.groups.values_mut() {
-            if g.members.is_empty() {
-                g.offsets
-                    .retain(|_, c| now_ms - c.commit_ms <= retention_ms);
-            }
-        }
-        self.groups.retain(|_, g| {
-            !g.members.is_empty() || !g.offsets.is_empty() || !g.pending_ids.is_empty()
-        });
-    }
-
-    pub fn committed(&self, group_id: &str, tp: &(String, i32)) -> Option<&Committed> {
-        self.groups.get(group_id).and_then(|g| g.offsets.get(tp))
-    }
 }
 
+#[cfg(test)]
+mod static_tests;
 #[cfg(test)]
 mod tests;

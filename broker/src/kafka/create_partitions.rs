@@ -1,5 +1,6 @@
 //! CreatePartitions (key 37): grow a topic's partition count, through the controller; the
-//! owning shards open the new partitions. (Manual replica assignments are refused: one node.)
+//! owning shards open the new partitions. Manual replica assignments (one per new partition)
+//! are validated like CreateTopics': on one node, those naming only this node are honoured.
 
 use std::rc::Rc;
 
@@ -18,11 +19,27 @@ pub async fn handle(node: &Rc<Node>, req: CreatePartitionsRequest) -> CreatePart
     for t in req.topics {
         let mut r = CreatePartitionsTopicResult::default();
         r.name = t.name.clone();
-        if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
-            r.error_code = ErrorCode::InvalidRequest.code();
-            r.error_message = Some(StrBytes::from_static_str(
-                "replica assignments are not supported",
-            ));
+        let current = node
+            .catalog()
+            .topics
+            .get(t.name.0.as_str())
+            .map_or(0, |m| m.partitions);
+        let bad = t.assignments.as_ref().and_then(|a| {
+            if a.len() as i32 != t.count - current {
+                return Some(format!(
+                    "{} assignments for {} new partitions",
+                    a.len(),
+                    t.count - current
+                ));
+            }
+            a.iter().enumerate().find_map(|(i, a)| {
+                let ids: Vec<i32> = a.broker_ids.iter().map(|b| b.0).collect();
+                super::create_topics::check_replicas(current + i as i32, &ids).err()
+            })
+        });
+        if let Some(message) = bad.filter(|_| current > 0) {
+            r.error_code = ErrorCode::InvalidReplicaAssignment.code();
+            r.error_message = Some(StrBytes::from_string(message));
         } else {
             slots.push(response.results.len());
             counts.push((t.name.0.as_str().to_string(), t.count));
@@ -33,12 +50,15 @@ pub async fn handle(node: &Rc<Node>, req: CreatePartitionsRequest) -> CreatePart
         let outcomes = node
             .change_catalog(CatalogOp::CreatePartitions(counts), req.validate_only)
             .await;
-        for (slot, outcome) in slots.into_iter().zip(outcomes) {
-            if let Err((code, message)) = outcome {
-                response.results[slot].error_code = code.code();
-                response.results[slot].error_message = Some(StrBytes::from_string(message));
-            }
-        }
+        super::fill_errors(
+            &mut response.results,
+            slots,
+            outcomes,
+            |r, code, message| {
+                r.error_code = code;
+                r.error_message = Some(message);
+            },
+        );
     }
     response
 }

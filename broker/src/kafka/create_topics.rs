@@ -1,5 +1,7 @@
 //! CreateTopics (key 19): through the controller (shard 0). Replication factor must be 1 (or
-//! -1, "the default") on a single node.
+//! -1, "the default") on a single node. Explicit replica assignments are validated as Kafka
+//! does (partitions 0..n-1, one replica count, no duplicates, only live brokers): on one node
+//! an assignment naming only this node is honoured.
 
 use std::rc::Rc;
 
@@ -8,8 +10,61 @@ use strand_wire::kafka::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use strand_wire::kafka::protocol::StrBytes;
 use strand_wire::ErrorCode;
 
+use super::NODE_ID;
 use crate::catalog::{CatalogOp, NewTopic};
 use crate::node::Node;
+
+/// Why a manual replica assignment cannot be placed (INVALID_REPLICA_ASSIGNMENT), if so.
+/// `replicas` are broker ids; the live brokers are this node alone until the cluster lands.
+pub fn check_replicas(partition: i32, replicas: &[i32]) -> Result<(), String> {
+    if replicas.is_empty() {
+        return Err(format!("partition {partition} has an empty replica list"));
+    }
+    for (i, b) in replicas.iter().enumerate() {
+        if replicas[..i].contains(b) {
+            return Err(format!("partition {partition} lists broker {b} twice"));
+        }
+        if *b != NODE_ID {
+            return Err(format!(
+                "partition {partition}: broker {b} is not a live broker (live: {NODE_ID})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A CreateTopics entry's explicit assignments: the partition count they imply.
+fn assigned_partitions(
+    t: &strand_wire::kafka::messages::create_topics_request::CreatableTopic,
+) -> Result<i32, (ErrorCode, String)> {
+    if t.num_partitions != -1 || t.replication_factor != -1 {
+        return Err((
+            ErrorCode::InvalidRequest,
+            "both numPartitions or replicationFactor and replicasAssignments were set; \
+             set only the assignments"
+                .into(),
+        ));
+    }
+    let invalid = |m: String| (ErrorCode::InvalidReplicaAssignment, m);
+    let mut indexes: Vec<i32> = t.assignments.iter().map(|a| a.partition_index).collect();
+    indexes.sort_unstable();
+    if indexes.iter().enumerate().any(|(i, p)| *p != i as i32) {
+        return Err(invalid(
+            "partitions must be numbered 0..n-1, each once".into(),
+        ));
+    }
+    let count = t.assignments[0].broker_ids.len();
+    for a in &t.assignments {
+        if a.broker_ids.len() != count {
+            return Err(invalid(
+                "every partition must have the same number of replicas".into(),
+            ));
+        }
+        let ids: Vec<i32> = a.broker_ids.iter().map(|b| b.0).collect();
+        check_replicas(a.partition_index, &ids).map_err(invalid)?;
+    }
+    Ok(t.assignments.len() as i32)
+}
 
 pub async fn handle(node: &Rc<Node>, req: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut results: Vec<CreatableTopicResult> = Vec::new();
@@ -17,14 +72,18 @@ pub async fn handle(node: &Rc<Node>, req: CreateTopicsRequest) -> CreateTopicsRe
     for t in req.topics {
         let mut r = CreatableTopicResult::default();
         r.name = t.name.clone();
-        let partitions = if t.num_partitions == -1 {
-            node.config().num_partitions
-        } else {
-            t.num_partitions
+        let assigned = (!t.assignments.is_empty()).then(|| assigned_partitions(&t));
+        let partitions = match &assigned {
+            Some(Ok(n)) => *n,
+            _ if t.num_partitions == -1 => node.config().num_partitions,
+            _ => t.num_partitions,
         };
         r.num_partitions = partitions;
         r.replication_factor = 1;
-        if !matches!(t.replication_factor, -1 | 1) {
+        if let Some(Err((code, message))) = assigned {
+            r.error_code = code.code();
+            r.error_message = Some(StrBytes::from_string(message));
+        } else if !matches!(t.replication_factor, -1 | 1) {
             r.error_code = ErrorCode::InvalidReplicationFactor.code();
             r.error_message = Some(StrBytes::from_string(format!(
                 "replication factor {} is larger than the 1 available broker",

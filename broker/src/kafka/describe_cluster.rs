@@ -1,13 +1,13 @@
 //! DescribeCluster (key 60): this node, as broker and controller.
 
 use strand_wire::kafka::messages::describe_cluster_response::DescribeClusterBroker;
-use strand_wire::kafka::messages::{BrokerId, DescribeClusterResponse};
+use strand_wire::kafka::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use strand_wire::kafka::protocol::StrBytes;
 
 use super::{advertised, NODE_ID};
 use crate::node::Node;
 
-pub fn handle(node: &Node) -> DescribeClusterResponse {
+pub fn handle(node: &Node, req: &DescribeClusterRequest) -> DescribeClusterResponse {
     let (host, port) = advertised(node);
     let mut b = DescribeClusterBroker::default();
     b.broker_id = BrokerId(NODE_ID);
@@ -17,5 +17,8 @@ pub fn handle(node: &Node) -> DescribeClusterResponse {
     r.cluster_id = StrBytes::from_string(node.shared.cluster_id.clone());
     r.controller_id = BrokerId(NODE_ID);
     r.brokers = vec![b];
+    if req.include_cluster_authorized_operations {
+        r.cluster_authorized_operations = super::authorized::CLUSTER;
+    }
     r
 }

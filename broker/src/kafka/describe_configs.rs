@@ -21,15 +21,14 @@ const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 /// Kafka's config types.
 const TYPE_BOOLEAN: i8 = 1;
-const TYPE_STRING: i8 = 2;
 const TYPE_LONG: i8 = 5;
 
 fn entry(name: &str, value: String, source: i8) -> DescribeConfigsResourceResult {
     let mut e = DescribeConfigsResourceResult::default();
-    e.config_type = match name {
-        "cleanup.policy" => TYPE_STRING,
-        "write.caching" | "auto.create.topics.enable" => TYPE_BOOLEAN,
-        _ => TYPE_LONG,
+    e.config_type = match crate::topic_configs::find(name) {
+        Some(def) => def.kind.type_code(),
+        None if name == "auto.create.topics.enable" => TYPE_BOOLEAN,
+        None => TYPE_LONG,
     };
     e.name = StrBytes::from_string(name.to_string());
     e.value = Some(StrBytes::from_string(value));

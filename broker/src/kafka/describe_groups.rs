@@ -1,5 +1,6 @@
 //! DescribeGroups (key 15): state, protocol and members (with their metadata and assignment
-//! bytes, which tools decode) of each group.
+//! bytes, which tools decode) of each group. An unknown group is Dead with no members; from
+//! v6 on it also carries GROUP_ID_NOT_FOUND, as in Kafka 4.x.
 
 use std::rc::Rc;
 
@@ -8,11 +9,16 @@ use strand_wire::kafka::messages::describe_groups_response::{
 };
 use strand_wire::kafka::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use strand_wire::kafka::protocol::StrBytes;
+use strand_wire::ErrorCode;
 
 use crate::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
 
-pub async fn handle(node: &Rc<Node>, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
+pub async fn handle(
+    node: &Rc<Node>,
+    req: DescribeGroupsRequest,
+    version: i16,
+) -> DescribeGroupsResponse {
     let mut r = DescribeGroupsResponse::default();
     for gid in req.groups {
         let id = gid.0.as_str().to_string();
@@ -23,6 +29,9 @@ pub async fn handle(node: &Rc<Node>, req: DescribeGroupsRequest) -> DescribeGrou
             .await
         {
             GroupResponse::Described(Some(s)) => {
+                if req.include_authorized_operations {
+                    g.authorized_operations = super::authorized::GROUP;
+                }
                 g.group_state = StrBytes::from_static_str(s.state);
                 g.protocol_type = StrBytes::from_string(s.protocol_type);
                 g.protocol_data = StrBytes::from_string(s.protocol);
@@ -44,6 +53,10 @@ pub async fn handle(node: &Rc<Node>, req: DescribeGroupsRequest) -> DescribeGrou
             _ => {
                 // Kafka describes an unknown group as Dead with no members.
                 g.group_state = StrBytes::from_static_str("Dead");
+                if version >= 6 {
+                    g.error_code = ErrorCode::GroupIdNotFound.code();
+                    g.error_message = Some(StrBytes::from_string(format!("Group {id} not found.")));
+                }
             }
         }
         r.groups.push(g);

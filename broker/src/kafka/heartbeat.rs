@@ -13,6 +13,7 @@ pub async fn handle(node: &Rc<Node>, req: HeartbeatRequest) -> HeartbeatResponse
     let request = GroupRequest::Heartbeat {
         group: group.clone(),
         member: req.member_id.as_str().to_string(),
+        instance: req.group_instance_id.map(|s| s.as_str().to_string()),
         generation: req.generation_id,
     };
     let mut r = HeartbeatResponse::default();

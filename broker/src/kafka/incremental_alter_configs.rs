@@ -1,4 +1,5 @@
-//! IncrementalAlterConfigs (key 44): SET and DELETE of topic configs, through the controller;
+//! IncrementalAlterConfigs (key 44): SET, DELETE, APPEND and SUBTRACT (list configs) of topic
+//! configs, validated against Kafka's table (`topic_configs`), through the controller;
 //! every shard applies the new settings to its open partitions.
 
 use std::rc::Rc;
@@ -14,19 +15,50 @@ use super::describe_configs::RESOURCE_TOPIC;
 use crate::catalog::CatalogOp;
 use crate::node::Node;
 
+/// Runs topic config changes through the controller (shared with the legacy AlterConfigs):
+/// for each resource `(type, name, change)`, the error code and message to answer with.
+/// Resources that are not topics are refused with INVALID_REQUEST.
+pub async fn alter_topics<C>(
+    node: &Rc<Node>,
+    resources: Vec<(i8, String, C)>,
+    validate_only: bool,
+    op: impl FnOnce(Vec<(String, C)>) -> CatalogOp,
+) -> Vec<(i16, Option<StrBytes>)> {
+    let mut answers = Vec::with_capacity(resources.len());
+    let mut changes = Vec::new();
+    let mut slots = Vec::new();
+    for (resource_type, name, change) in resources {
+        if resource_type == RESOURCE_TOPIC {
+            slots.push(answers.len());
+            changes.push((name, change));
+            answers.push((ErrorCode::None.code(), None));
+        } else {
+            answers.push((
+                ErrorCode::InvalidRequest.code(),
+                Some(StrBytes::from_static_str(
+                    "only topic configs can be altered",
+                )),
+            ));
+        }
+    }
+    if !changes.is_empty() {
+        let outcomes = node.change_catalog(op(changes), validate_only).await;
+        super::fill_errors(&mut answers, slots, outcomes, |a, code, message| {
+            *a = (code, Some(message));
+        });
+    }
+    answers
+}
+
 pub async fn handle(
     node: &Rc<Node>,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let mut response = IncrementalAlterConfigsResponse::default();
-    let mut changes = Vec::new();
-    let mut slots = Vec::new();
-    for res in req.resources {
-        let mut r = AlterConfigsResourceResponse::default();
-        r.resource_type = res.resource_type;
-        r.resource_name = res.resource_name.clone();
-        if res.resource_type == RESOURCE_TOPIC {
-            let ops = res
+    let resources = req
+        .resources
+        .iter()
+        .map(|res| {
+            let ops: Vec<_> = res
                 .configs
                 .iter()
                 .map(|c| {
@@ -37,26 +69,22 @@ pub async fn handle(
                     )
                 })
                 .collect();
-            slots.push(response.responses.len());
-            changes.push((res.resource_name.as_str().to_string(), ops));
-        } else {
-            r.error_code = ErrorCode::InvalidRequest.code();
-            r.error_message = Some(StrBytes::from_static_str(
-                "only topic configs can be altered",
-            ));
-        }
+            (
+                res.resource_type,
+                res.resource_name.as_str().to_string(),
+                ops,
+            )
+        })
+        .collect();
+    let answers = alter_topics(node, resources, req.validate_only, CatalogOp::AlterConfigs).await;
+    let mut response = IncrementalAlterConfigsResponse::default();
+    for (res, (code, message)) in req.resources.into_iter().zip(answers) {
+        let mut r = AlterConfigsResourceResponse::default();
+        r.resource_type = res.resource_type;
+        r.resource_name = res.resource_name;
+        r.error_code = code;
+        r.error_message = message;
         response.responses.push(r);
-    }
-    if !changes.is_empty() {
-        let outcomes = node
-            .change_catalog(CatalogOp::AlterConfigs(changes), req.validate_only)
-            .await;
-        for (slot, outcome) in slots.into_iter().zip(outcomes) {
-            if let Err((code, message)) = outcome {
-                response.responses[slot].error_code = code.code();
-                response.responses[slot].error_message = Some(StrBytes::from_string(message));
-            }
-        }
     }
     response
 }

@@ -1,4 +1,5 @@
-//! LeaveGroup (key 13): members leave (one in v0-2, a batch in v3+); the rest rebalance.
+//! LeaveGroup (key 13): members leave (one in v0-2, a batch in v3+, each named by member id
+//! or by `group.instance.id`); the rest rebalance.
 
 use std::rc::Rc;
 
@@ -11,13 +12,18 @@ use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
     let group = req.group_id.0.as_str().to_string();
-    let members: Vec<String> = if version >= 3 {
+    let members: Vec<(String, Option<String>)> = if version >= 3 {
         req.members
             .iter()
-            .map(|m| m.member_id.as_str().to_string())
+            .map(|m| {
+                (
+                    m.member_id.as_str().to_string(),
+                    m.group_instance_id.as_ref().map(|s| s.as_str().to_string()),
+                )
+            })
             .collect()
     } else {
-        vec![req.member_id.as_str().to_string()]
+        vec![(req.member_id.as_str().to_string(), None)]
     };
     let mut r = LeaveGroupResponse::default();
     match node

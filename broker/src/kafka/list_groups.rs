@@ -1,4 +1,6 @@
-//! ListGroups (key 16): every group on every shard, with its state.
+//! ListGroups (key 16): every group on every shard, with its state and (v5+) its type. Strand
+//! speaks the classic group protocol, so every group is of type `classic`. The state (v4+) and
+//! type (v5+) filters match without regard to case, as in Kafka.
 
 use std::rc::Rc;
 
@@ -8,21 +10,29 @@ use strand_wire::kafka::protocol::StrBytes;
 
 use crate::node::Node;
 
+/// The group type of every group Strand coordinates (KIP-848's name for the old protocol).
+pub const GROUP_TYPE: &str = "classic";
+
+fn lowered(filter: &[StrBytes]) -> Vec<String> {
+    filter.iter().map(|s| s.as_str().to_lowercase()).collect()
+}
+
 pub async fn handle(node: &Rc<Node>, req: ListGroupsRequest) -> ListGroupsResponse {
-    let filter: Vec<String> = req
-        .states_filter
-        .iter()
-        .map(|s| s.as_str().to_string())
-        .collect();
+    let states = lowered(&req.states_filter);
+    let types = lowered(&req.types_filter);
     let mut r = ListGroupsResponse::default();
+    if !types.is_empty() && !types.iter().any(|t| t == GROUP_TYPE) {
+        return r;
+    }
     for (id, protocol_type, state) in node.list_groups().await {
-        if !filter.is_empty() && !filter.contains(&state) {
+        if !states.is_empty() && !states.contains(&state.to_lowercase()) {
             continue;
         }
         let mut g = ListedGroup::default();
         g.group_id = GroupId(StrBytes::from_string(id));
         g.protocol_type = StrBytes::from_string(protocol_type);
         g.group_state = StrBytes::from_string(state);
+        g.group_type = StrBytes::from_static_str(GROUP_TYPE);
         r.groups.push(g);
     }
     r

@@ -10,7 +10,7 @@ use strand_wire::kafka::messages::{BrokerId, MetadataRequest, MetadataResponse, 
 use strand_wire::kafka::protocol::StrBytes;
 use strand_wire::ErrorCode;
 
-use super::{advertised, NODE_ID};
+use super::{advertised, authorized, is_internal_topic, NODE_ID};
 use crate::catalog::{CatalogOp, NewTopic};
 use crate::node::Node;
 
@@ -50,10 +50,14 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
     r.brokers = vec![broker];
     r.cluster_id = Some(StrBytes::from_string(node.shared.cluster_id.clone()));
     r.controller_id = BrokerId(NODE_ID);
+    if req.include_cluster_authorized_operations && (8..=10).contains(&version) {
+        r.cluster_authorized_operations = authorized::CLUSTER;
+    }
     let names: Vec<String> = requested.unwrap_or_else(|| catalog.topics.keys().cloned().collect());
     for name in names {
         let mut t = MetadataResponseTopic::default();
         t.name = Some(TopicName(StrBytes::from_string(name.clone())));
+        t.is_internal = is_internal_topic(&name);
         match catalog.topics.get(&name) {
             None => {
                 t.error_code = if crate::catalog::validate_topic_name(&name).is_err() {
@@ -64,6 +68,9 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
             }
             Some(meta) => {
                 t.topic_id = meta.id.parse().unwrap_or_default();
+                if req.include_topic_authorized_operations {
+                    t.topic_authorized_operations = authorized::TOPIC;
+                }
                 t.partitions = (0..meta.partitions)
                     .map(|p| {
                         let mut part = MetadataResponsePartition::default();

@@ -5,7 +5,7 @@
 //!   connection), responses out in order.
 //! - one module per API: [`api_versions`], [`metadata`], [`produce`], [`fetch`],
 //!   [`list_offsets`], [`create_topics`], [`delete_topics`], [`create_partitions`],
-//!   [`describe_configs`], [`incremental_alter_configs`], [`init_producer_id`],
+//!   [`describe_configs`], [`incremental_alter_configs`], [`alter_configs`], [`init_producer_id`],
 //!   [`describe_cluster`]; groups: [`find_coordinator`], [`join_group`], [`sync_group`],
 //!   [`heartbeat`], [`leave_group`], [`offset_commit`], [`offset_fetch`], [`offset_delete`],
 //!   [`list_groups`], [`describe_groups`], [`delete_groups`]; transactions:
@@ -15,7 +15,9 @@
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod alter_configs;
 pub mod api_versions;
+pub mod authorized;
 pub mod conn;
 pub mod create_partitions;
 pub mod create_topics;
@@ -71,6 +73,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::JoinGroup, 0, 9),
@@ -79,8 +82,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::LeaveGroup, 0, 5),
     (ApiKey::OffsetCommit, 2, 8),
     (ApiKey::OffsetFetch, 1, 8),
-    (ApiKey::ListGroups, 0, 4),
-    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DeleteRecords, 0, 2),
@@ -165,6 +168,9 @@ pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKin
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(incremental_alter_configs::handle(node, r).await)
         }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(alter_configs::handle(node, r).await)
+        }
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(node, r).await)
         }
@@ -190,8 +196,8 @@ pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKin
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(describe_producers::handle(node, r).await)
         }
-        RequestKind::DescribeCluster(_) => {
-            ResponseKind::DescribeCluster(describe_cluster::handle(node))
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(describe_cluster::handle(node, &r))
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(node, r, version))
@@ -223,7 +229,7 @@ pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKin
         }
         RequestKind::ListGroups(r) => ResponseKind::ListGroups(list_groups::handle(node, r).await),
         RequestKind::DescribeGroups(r) => {
-            ResponseKind::DescribeGroups(describe_groups::handle(node, r).await)
+            ResponseKind::DescribeGroups(describe_groups::handle(node, r, version).await)
         }
         RequestKind::DeleteGroups(r) => {
             ResponseKind::DeleteGroups(delete_groups::handle(node, r).await)
@@ -247,6 +253,30 @@ pub fn advertised(node: &Node) -> (String, i32) {
 
 /// Broker id of this (single) node.
 pub const NODE_ID: i32 = 0;
+
+/// Writes the per-item errors of a controller change into the response entries the items
+/// came from (`slots[i]` is item i's entry); `set` stores an error code and a message.
+pub fn fill_errors<R>(
+    entries: &mut [R],
+    slots: Vec<usize>,
+    outcomes: Vec<crate::catalog::OpResult>,
+    set: impl Fn(&mut R, i16, strand_wire::kafka::protocol::StrBytes),
+) {
+    for (slot, outcome) in slots.into_iter().zip(outcomes) {
+        if let (Err((code, message)), Some(entry)) = (outcome, entries.get_mut(slot)) {
+            set(
+                entry,
+                code.code(),
+                strand_wire::kafka::protocol::StrBytes::from_string(message),
+            );
+        }
+    }
+}
+
+/// Kafka's internal topics (Metadata `is_internal`; pattern subscriptions skip them).
+pub fn is_internal_topic(name: &str) -> bool {
+    name == crate::group_service::OFFSETS_TOPIC || name == crate::txn::TXN_TOPIC
+}
 
 #[cfg(test)]
 mod tests {

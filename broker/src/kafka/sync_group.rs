@@ -14,6 +14,7 @@ pub async fn handle(node: &Rc<Node>, req: SyncGroupRequest, version: i16) -> Syn
     let request = GroupRequest::Sync {
         group: group.clone(),
         member: req.member_id.as_str().to_string(),
+        instance: req.group_instance_id.map(|s| s.as_str().to_string()),
         generation: req.generation_id,
         assignments: req
             .assignments

@@ -82,6 +82,10 @@ async fn commit(node: &Rc<Node>, req: &TxnOffsetCommitRequest, version: i16) -> 
     let request = GroupRequest::TxnCommit {
         group: group.clone(),
         member: req.member_id.as_str().to_string(),
+        instance: req
+            .group_instance_id
+            .as_ref()
+            .map(|s| s.as_str().to_string()),
         generation: if version >= 3 { req.generation_id } else { -1 },
         producer_id: req.producer_id.0,
         epoch: req.producer_epoch,

@@ -171,6 +171,15 @@ impl LogState {
         Some(seg.time_offset_floor(timestamp_ms).max(self.log_start))
     }
 
+    /// The largest batch `maxTimestamp` in the log (ListOffsets MAX_TIMESTAMP), if any.
+    pub fn max_timestamp(&self) -> Option<i64> {
+        self.segments
+            .iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.max_timestamp_ms)
+            .max()
+    }
+
     /// How many of the oldest segments retention would delete now (`retention.ms`,
     /// `retention.bytes`). The active segment is never deleted.
     pub fn retention_candidates(&self, now_ms: i64) -> usize {

@@ -29,6 +29,8 @@ use super::recovery::{recover, sync_dir, write_indexes, RecoveryReport};
 use super::scan::split_batches;
 use super::segment::{log_file_name, SegmentState};
 use super::types::{BatchMeta, LogConfig, Offset};
+
+mod time_lookup;
 use crate::limits;
 use crate::producer_state::{ProducerStates, SeqCheck};
 
@@ -692,34 +694,6 @@ impl PartitionLog {
             return Ok(Err(loc.segment_next));
         }
         Ok(Ok(out))
-    }
-
-    /// The offset and `maxTimestamp` of the first batch with `maxTimestamp >= timestamp_ms`
-    /// (ListOffsets by time, at batch granularity), or `None` if there is none.
-    pub async fn offset_for_time(
-        &self,
-        timestamp_ms: i64,
-    ) -> Result<Option<(Offset, i64)>, ReadError> {
-        let Some(mut cursor) = self.inner.state.borrow().log.locate_time(timestamp_ms) else {
-            return Ok(None);
-        };
-        loop {
-            let out = self.read(cursor, limits::READ_BYTES_MAX as usize).await?;
-            if out.batches.is_empty() {
-                return Ok(None);
-            }
-            for b in &out.batches {
-                let h =
-                    batch::BatchHeader::parse(b).map_err(|e| ReadError::Io(io::Error::other(e)))?;
-                if h.max_timestamp_ms >= timestamp_ms {
-                    return Ok(Some((
-                        Offset(h.base_offset.max(cursor.0)),
-                        h.max_timestamp_ms,
-                    )));
-                }
-                cursor = Offset(h.last_offset() + 1);
-            }
-        }
     }
 
     /// Flushes everything and stops the background flusher.
