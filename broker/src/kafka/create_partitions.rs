@@ -1,6 +1,7 @@
 //! CreatePartitions (key 37): grow a topic's partition count, through the controller; the
 //! owning shards open the new partitions. Manual replica assignments (one per new partition)
 //! are validated like CreateTopics': on one node, those naming only this node are honoured.
+//! Internal topics keep their partition count (INVALID_REQUEST).
 
 use std::rc::Rc;
 
@@ -37,7 +38,13 @@ pub async fn handle(node: &Rc<Node>, req: CreatePartitionsRequest) -> CreatePart
                 super::create_topics::check_replicas(current + i as i32, &ids).err()
             })
         });
-        if let Some(message) = bad.filter(|_| current > 0) {
+        if super::is_internal_topic(t.name.0.as_str()) {
+            // Groups and transactional ids are hashed onto these partitions by count.
+            r.error_code = ErrorCode::InvalidRequest.code();
+            r.error_message = Some(StrBytes::from_static_str(
+                "the partition count of an internal topic cannot change",
+            ));
+        } else if let Some(message) = bad.filter(|_| current > 0) {
             r.error_code = ErrorCode::InvalidReplicaAssignment.code();
             r.error_message = Some(StrBytes::from_string(message));
         } else {

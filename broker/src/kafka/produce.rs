@@ -3,7 +3,8 @@
 //! `acks=0` gets no response; `acks=1` is answered once the batch is in the log (on its way to
 //! disk under the flush policy); `acks=-1` is answered after an fdatasync covering the batch,
 //! unless the topic sets `write.caching=true` (Redpanda's name), in which case it behaves as
-//! `acks=1` does — Kafka itself never fsyncs before acknowledging.
+//! `acks=1` does — Kafka itself never fsyncs before acknowledging. Clients cannot write to the
+//! internal topics (INVALID_TOPIC_EXCEPTION, as in Kafka).
 
 use std::rc::Rc;
 
@@ -47,6 +48,10 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
             let task = match (meta, p.records) {
                 _ if !(-1..=1).contains(&acks) => refuse(ErrorCode::InvalidRequiredAcks),
                 (None, _) => refuse(ErrorCode::UnknownTopicOrPartition),
+                // Kafka: "Cannot append to internal topic" — only the coordinators write there.
+                (Some(_), _) if super::is_internal_topic(&name) => {
+                    refuse(ErrorCode::InvalidTopicException)
+                }
                 (Some(m), _) if p.index < 0 || p.index >= m.partitions => {
                     refuse(ErrorCode::UnknownTopicOrPartition)
                 }
