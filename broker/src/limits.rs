@@ -102,3 +102,9 @@ pub const SLOW_IO_WARN_MS: u64 = 500;
 /// (`offsets.retention.check.interval.ms`, 10 minutes); until then they can be described and
 /// deleted (tools remove a static member, then delete its group).
 pub const EMPTY_GROUP_KEEP_MS: i64 = 600_000;
+
+/// Largest records section a produced compressed batch may decompress to (it is decompressed
+/// once, to validate its records, and then stored as sent). 64 MiB is a 1 MiB batch
+/// (`max.message.bytes`) compressed 64:1, far beyond what real payloads reach; a bomb costs
+/// at most this much memory and the time to inflate it, on the shard's blocking thread.
+pub const PRODUCE_DECOMPRESSED_BYTES_MAX: usize = 64 << 20;

@@ -85,7 +85,17 @@ pub fn compress(codec: Compression, data: &[u8]) -> Result<Vec<u8>, CodecError> 
 }
 
 pub fn decompress(codec: Compression, data: &[u8]) -> Result<Vec<u8>, CodecError> {
-    let limit = DECOMPRESSED_BYTES_MAX as u64;
+    decompress_bounded(codec, data, DECOMPRESSED_BYTES_MAX)
+}
+
+/// Decompresses `data`, failing ("past the size limit") as soon as the output would exceed
+/// `max_bytes`: a small bomb costs at most `max_bytes` of memory and the time to produce it.
+pub fn decompress_bounded(
+    codec: Compression,
+    data: &[u8],
+    max_bytes: usize,
+) -> Result<Vec<u8>, CodecError> {
+    let limit = max_bytes as u64;
     let read_all = |r: &mut dyn Read| -> Result<Vec<u8>, CodecError> {
         let mut out = Vec::new();
         r.take(limit + 1)
@@ -116,7 +126,7 @@ pub fn decompress(codec: Compression, data: &[u8]) -> Result<Vec<u8>, CodecError
                     .get(4..4 + len)
                     .ok_or_else(|| err(codec, "truncated xerial block"))?;
                 let n = snap::raw::decompress_len(block).map_err(|e| err(codec, e))?;
-                if out.len() + n > DECOMPRESSED_BYTES_MAX {
+                if out.len() + n > max_bytes {
                     return Err(err(codec, "decompresses past the size limit"));
                 }
                 out.extend_from_slice(&dec.decompress_vec(block).map_err(|e| err(codec, e))?);
@@ -126,7 +136,7 @@ pub fn decompress(codec: Compression, data: &[u8]) -> Result<Vec<u8>, CodecError
         }
         Compression::Snappy => {
             let n = snap::raw::decompress_len(data).map_err(|e| err(codec, e))?;
-            if n > DECOMPRESSED_BYTES_MAX {
+            if n > max_bytes {
                 return Err(err(codec, "decompresses past the size limit"));
             }
             snap::raw::Decoder::new()

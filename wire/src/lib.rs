@@ -11,6 +11,8 @@
 //!   benchmarks and, later, the native client.
 //! - [`records`] — the records inside an uncompressed batch, read in place, and rebuilding a
 //!   batch that keeps only some of them (log compaction).
+//! - [`validate`] — what a broker checks of a produced batch beyond its CRC (Kafka's
+//!   `LogValidator`): counts, every record decodable, bounded decompression.
 //! - [`compression`] — gzip, snappy, LZ4 and zstd for a batch's records section (the
 //!   client compresses and decompresses; the broker stores batches as they come).
 //! - [`varint`] — Kafka's zig-zag varints used inside records.
@@ -31,6 +33,7 @@ pub mod error;
 pub mod fetch;
 pub mod frame;
 pub mod records;
+pub mod validate;
 pub mod varint;
 
 pub use batch::{BatchError, BatchHeader};

@@ -19,6 +19,8 @@ use strand_wire::ErrorCode;
 use std::future::Future;
 use std::pin::Pin;
 
+use tracing::debug;
+
 use crate::limits;
 use crate::node::{Completion, Node, ProduceOutcome};
 
@@ -65,12 +67,8 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
                     } else if is_control_batch(&records) {
                         // Markers are the coordinator's to write, never a client's.
                         refuse(ErrorCode::InvalidRecord)
-                    } else if m.cleanup_policy(node.config().log.cleanup_policy).compact
-                        && has_keyless_record(&records)
-                    {
-                        // Kafka: "Compacted topic cannot accept message without key".
-                        refuse(ErrorCode::InvalidRecord)
                     } else {
+                        let compact = m.cleanup_policy(node.config().log.cleanup_policy).compact;
                         let durable = acks == -1 && !m.write_caching();
                         // Memory budget first (backpressure), then one copy out of the request
                         // frame: the log patches the base offset in place and keeps these bytes
@@ -83,6 +81,10 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
                         let node = Rc::clone(node);
                         let tp = (name.clone(), p.index);
                         glommio::spawn_local(async move {
+                            if let Err(code) = check_records(&records, compact).await {
+                                drop(permit);
+                                return ready(Err(code));
+                            }
                             let completion = node.produce(tp, batch, durable).await;
                             drop(permit);
                             completion
@@ -136,10 +138,37 @@ fn is_control_batch(batch: &[u8]) -> bool {
     strand_wire::BatchHeader::parse(batch).is_ok_and(|h| h.is_control())
 }
 
-/// Whether an uncompressed batch holds a record without a key (compressed batches are not
-/// looked into here; the cleaner keeps keyless records it finds).
-fn has_keyless_record(batch: &[u8]) -> bool {
-    strand_wire::records::records(batch).is_ok_and(|recs| recs.iter().any(|r| r.key.is_none()))
+/// Kafka's record validation of a produced batch (`strand_wire::validate`): counts, every
+/// record decodable, decompression bounded by `limits::PRODUCE_DECOMPRESSED_BYTES_MAX`, and a
+/// key on every record of a compacted topic. Compressed batches are decompressed on the
+/// shard's blocking thread, so a large one does not hold up the shard's other work. A batch
+/// whose CRC is wrong gets CORRUPT_MESSAGE, whatever else is wrong with it.
+async fn check_records(records: &bytes::Bytes, compact: bool) -> Result<(), ErrorCode> {
+    use strand_wire::validate::check_produced;
+    let limit = limits::PRODUCE_DECOMPRESSED_BYTES_MAX;
+    let compressed =
+        strand_wire::BatchHeader::parse(records).is_ok_and(|h| h.attributes & 0x7 != 0);
+    let checked = if compressed {
+        let bytes = records.clone();
+        glommio::executor()
+            .spawn_blocking(move || check_produced(&bytes, limit))
+            .await
+    } else {
+        check_produced(records, limit)
+    };
+    let refusal = match checked {
+        Ok(c) if compact && c.keyless => {
+            // Kafka: "Compacted topic cannot accept message without key".
+            return Err(ErrorCode::InvalidRecord);
+        }
+        Ok(_) => return Ok(()),
+        Err(e) => e,
+    };
+    if let Err(e) = strand_wire::batch::validate(records) {
+        return Err(e.error_code());
+    }
+    debug!(error = %refusal, "produced batch refused");
+    Err(refusal.error_code())
 }
 
 fn ready(o: ProduceOutcome) -> Completion {
