@@ -34,6 +34,11 @@ pub struct BrokerConfig {
     /// `group.initial.rebalance.delay.ms`: the first join of an empty group waits this long
     /// for more members, so a group starting up rebalances once, not once per member.
     pub group_initial_rebalance_delay_ms: i64,
+    /// `group.max.size`: members a group may have (GROUP_MAX_SIZE_REACHED beyond).
+    pub group_max_size: i32,
+    /// `connections.max.idle.ms`: a connection with no request in flight and nothing read
+    /// for this long is closed (Kafka's default, 10 minutes).
+    pub connections_max_idle_ms: i64,
     /// `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a producer may ask
     /// for (InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).
     pub transaction_max_timeout_ms: i32,
@@ -80,6 +85,8 @@ impl Default for BrokerConfig {
             num_partitions: crate::limits::DEFAULT_PARTITIONS,
             offsets_retention_minutes: 7 * 24 * 60,
             group_initial_rebalance_delay_ms: 3_000,
+            group_max_size: i32::MAX,
+            connections_max_idle_ms: 600_000,
             transaction_max_timeout_ms: 900_000,
             cleaner: CleanerConfig::default(),
             offsets_topic_segment_bytes: 100 << 20,
@@ -139,6 +146,10 @@ pub struct FileConfig {
     pub offsets_retention_minutes: Option<i64>,
     #[serde(rename = "group.initial.rebalance.delay.ms")]
     pub group_initial_rebalance_delay_ms: Option<i64>,
+    #[serde(rename = "group.max.size")]
+    pub group_max_size: Option<i32>,
+    #[serde(rename = "connections.max.idle.ms")]
+    pub connections_max_idle_ms: Option<i64>,
     #[serde(rename = "transaction.max.timeout.ms")]
     pub transaction_max_timeout_ms: Option<i32>,
     #[serde(rename = "io.properties.file")]
@@ -223,6 +234,8 @@ impl BrokerConfig {
             self.group_initial_rebalance_delay_ms,
             f.group_initial_rebalance_delay_ms
         );
+        set!(self.group_max_size, f.group_max_size);
+        set!(self.connections_max_idle_ms, f.connections_max_idle_ms);
         set!(
             self.transaction_max_timeout_ms,
             f.transaction_max_timeout_ms
@@ -267,6 +280,18 @@ impl BrokerConfig {
             return Err(ConfigError(format!(
                 "group.initial.rebalance.delay.ms must not be negative, got {}",
                 self.group_initial_rebalance_delay_ms
+            )));
+        }
+        if self.group_max_size < 1 {
+            return Err(ConfigError(format!(
+                "group.max.size must be at least 1, got {}",
+                self.group_max_size
+            )));
+        }
+        if self.connections_max_idle_ms < 1 {
+            return Err(ConfigError(format!(
+                "connections.max.idle.ms must be positive, got {}",
+                self.connections_max_idle_ms
             )));
         }
         if self.cores == Some(0) {

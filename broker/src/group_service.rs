@@ -707,6 +707,8 @@ impl Node {
             .borrow_mut()
             .coordinator
             .initial_rebalance_delay_ms = self.config().group_initial_rebalance_delay_ms;
+        self.groups.borrow_mut().coordinator.max_members =
+            usize::try_from(self.config().group_max_size).ok();
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
             loop {

@@ -108,3 +108,13 @@ pub const EMPTY_GROUP_KEEP_MS: i64 = 600_000;
 /// (`max.message.bytes`) compressed 64:1, far beyond what real payloads reach; a bomb costs
 /// at most this much memory and the time to inflate it, on the shard's blocking thread.
 pub const PRODUCE_DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
+
+/// Protocol names and metadata a group member may send in one JoinGroup (every member's
+/// metadata goes to the leader, and the group keeps it). Real subscriptions are a few KiB;
+/// 1 MiB leaves room for thousands of topics and stops a client from parking 50 MiB per member.
+pub const GROUP_MEMBER_METADATA_BYTES_MAX: usize = 1 << 20;
+
+/// A request frame that has started arriving must be complete within this long, or the
+/// connection is closed (Kafka has no such bound; slowloris clients held partial 100 MiB
+/// frames forever). A full 100 MiB frame needs 1.7 MB/s to make it.
+pub const FRAME_READ_TIMEOUT_MS: u64 = 60_000;

@@ -70,3 +70,29 @@ def raw_api_versions(broker):
         resp += s.recv(size - len(resp))
     s.close()
     return resp
+
+
+def test_idle_and_half_sent_connections_are_closed(make_broker):
+    """connections.max.idle.ms closes a connection that sends nothing; a frame that started
+    arriving must also finish within it (slowloris). A busy client is not affected."""
+    import time
+    b = make_broker(config={"connections.max.idle.ms": 1500}).start()
+    idle = socket.create_connection(("127.0.0.1", b.port))
+    half = socket.create_connection(("127.0.0.1", b.port))
+    half.sendall(struct.pack(">i", 50 << 20) + b"x" * 1000)  # 50 MiB announced, 1000 bytes sent
+    start = time.time()
+    for s in (idle, half):
+        s.settimeout(10)
+        assert s.recv(1) == b"", "closed by the broker"
+        s.close()
+    assert time.time() - start < 5
+    # A connection that keeps talking stays open past the limit.
+    busy = socket.create_connection(("127.0.0.1", b.port))
+    busy.settimeout(10)
+    for _ in range(4):
+        busy.sendall(api_versions_v0())
+        size = struct.unpack(">i", busy.recv(4))[0]
+        while size > 0:
+            size -= len(busy.recv(size))
+        time.sleep(0.6)
+    busy.close()

@@ -121,6 +121,14 @@ impl Coordinator {
                 vec![],
             );
         }
+        let metadata_bytes: usize = j.protocols.iter().map(|(n, m)| n.len() + m.len()).sum();
+        if metadata_bytes > crate::limits::GROUP_MEMBER_METADATA_BYTES_MAX {
+            debug!(group = %j.group, metadata_bytes, "join refused: protocol metadata too large");
+            return (
+                Outcome::Now(join_error(&j.member_id, ErrorCode::InvalidRequest)),
+                vec![],
+            );
+        }
         if let Some(g) = self.groups.get(&j.group) {
             if let Some(pt) = &g.protocol_type {
                 if !g.members.is_empty() && *pt != j.protocol_type {
@@ -152,20 +160,20 @@ impl Coordinator {
     }
 
     /// A ticket for a join that may park, the initial delay, and the group (created empty).
-    fn join_slot(&mut self, group_id: &str) -> (Ticket, i64, &mut Group) {
+    fn join_slot(&mut self, group_id: &str) -> (Ticket, i64, Option<usize>, &mut Group) {
         let ticket = self.ticket();
         let delay_ms = self.initial_rebalance_delay_ms;
         let group = self
             .groups
             .entry(group_id.to_string())
             .or_insert_with(|| Group::new(group_id));
-        (ticket, delay_ms, group)
+        (ticket, delay_ms, self.max_members, group)
     }
 
     /// A join without a member id: a new member, or a static member coming back.
     fn join_unknown(&mut self, j: Join, now_ms: i64) -> Joined {
         let member_id = self.new_member_id(&j);
-        let (ticket, delay_ms, group) = self.join_slot(&j.group);
+        let (ticket, delay_ms, max_members, group) = self.join_slot(&j.group);
         match j
             .instance_id
             .as_deref()
@@ -183,13 +191,16 @@ impl Coordinator {
                     vec![],
                 )
             }
-            None => Self::add_and_park(group, &j, &member_id, ticket, delay_ms, now_ms),
+            None => {
+                let slot = (ticket, delay_ms, max_members);
+                Self::add_and_park(group, &j, &member_id, slot, now_ms)
+            }
         }
     }
 
     /// A join with a member id: one we handed out (MEMBER_ID_REQUIRED) or a member's rejoin.
     fn join_known(&mut self, j: Join, now_ms: i64) -> Joined {
-        let (ticket, delay_ms, group) = self.join_slot(&j.group);
+        let (ticket, delay_ms, max_members, group) = self.join_slot(&j.group);
         let member_id = j.member_id.clone();
         let was_pending = group.pending_ids.remove(&member_id);
         if let Some(existing) = j
@@ -212,7 +223,8 @@ impl Coordinator {
                     vec![],
                 );
             }
-            return Self::add_and_park(group, &j, &member_id, ticket, delay_ms, now_ms);
+            let slot = (ticket, delay_ms, max_members);
+            return Self::add_and_park(group, &j, &member_id, slot, now_ms);
         }
         let leader = group.leader.clone().unwrap_or_default();
         let is_leader = leader == member_id;
@@ -253,15 +265,23 @@ impl Coordinator {
         (Outcome::Parked(ticket), done)
     }
 
-    /// Adds a member and parks its join until the join phase ends.
+    /// Adds a member and parks its join until the join phase ends (GROUP_MAX_SIZE_REACHED
+    /// if the group is full). `slot`: the join's ticket, the initial delay, `group.max.size`.
     fn add_and_park(
         group: &mut Group,
         j: &Join,
         member_id: &str,
-        ticket: Ticket,
-        delay_ms: i64,
+        slot: (Ticket, i64, Option<usize>),
         now_ms: i64,
     ) -> Joined {
+        let (ticket, delay_ms, max_members) = slot;
+        if max_members.is_some_and(|max| group.members.len() >= max) {
+            debug!(group = %group.id, member_id, "join refused: group.max.size reached");
+            return (
+                Outcome::Now(join_error(member_id, ErrorCode::GroupMaxSizeReached)),
+                vec![],
+            );
+        }
         let was_empty = group.state == GroupState::Empty && group.members.is_empty();
         let mut member = new_member(j, member_id, now_ms);
         member.join_waiter = Some(ticket);

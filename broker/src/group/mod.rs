@@ -176,6 +176,8 @@ pub struct Coordinator {
     /// `group.initial.rebalance.delay.ms`: how long the first join of an empty group waits
     /// for more members (each new member extends it, up to the rebalance timeout). 0 = none.
     pub initial_rebalance_delay_ms: i64,
+    /// `group.max.size`: members a group may have; `None` = no limit.
+    pub max_members: Option<usize>,
     next_ticket: Ticket,
     next_member: u64,
 }

@@ -189,3 +189,39 @@ fn commits_to_a_group_that_does_not_exist_need_a_negative_generation() {
         ErrorCode::IllegalGeneration
     );
 }
+
+#[test]
+fn group_max_size_and_metadata_size_are_enforced() {
+    let mut c = Coordinator {
+        max_members: Some(1),
+        ..Coordinator::default()
+    };
+    let (Outcome::Parked(_), _) = c.join(join_as("", Some("a"), b"m"), 0) else {
+        panic!("the first member fits")
+    };
+    let (Outcome::Now(r), _) = c.join(join_as("", Some("b"), b"m"), 0) else {
+        panic!()
+    };
+    assert_eq!(r.error, ErrorCode::GroupMaxSizeReached);
+    // A dynamic member is refused when it comes back with its id.
+    let (Outcome::Now(r), _) = c.join(join_as("", None, b"m"), 0) else {
+        panic!()
+    };
+    let (Outcome::Now(r), _) = c.join(join_as(&r.member_id, None, b"m"), 0) else {
+        panic!()
+    };
+    assert_eq!(r.error, ErrorCode::GroupMaxSizeReached);
+    let mut j = join_as("", Some("big"), b"m");
+    j.group = "other".into();
+    j.protocols = vec![(
+        "range".into(),
+        Bytes::from(vec![
+            0u8;
+            crate::limits::GROUP_MEMBER_METADATA_BYTES_MAX + 1
+        ]),
+    )];
+    let (Outcome::Now(r), _) = c.join(j, 0) else {
+        panic!()
+    };
+    assert_eq!(r.error, ErrorCode::InvalidRequest);
+}

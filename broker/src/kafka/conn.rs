@@ -7,12 +7,19 @@
 //! task, which writes replies strictly in order. So a producer with five requests in flight
 //! gets its appends in order and shares fdatasyncs, instead of paying one per request.
 //!
+//! Time limits on reading: a connection with no request in flight that sends nothing for
+//! `connections.max.idle.ms` is closed (as Kafka closes idle connections), and a request
+//! frame that has started arriving must be complete within `limits::FRAME_READ_TIMEOUT_MS`
+//! (or the idle limit, if lower): a client that sends half a frame and stops holds its buffer
+//! no longer than that.
+//!
 //! Anything that does not parse as Kafka — a bad frame size, an unknown API, a body that does
 //! not decode — is logged with the peer address and the connection is closed once the replies
 //! already queued are written; other connections are unaffected.
 
 use std::io;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use futures_channel::mpsc;
 use futures_lite::io::{ReadHalf, WriteHalf};
@@ -66,6 +73,9 @@ async fn read_requests(
         limits::IN_FLIGHT_REQUESTS_PER_CONNECTION as u64,
     ));
     let mut reader = FrameReader::new(limits::FRAME_BYTES_MAX);
+    let idle_ms = u64::try_from(node.config().connections_max_idle_ms).unwrap_or(u64::MAX);
+    let all_slots = limits::IN_FLIGHT_REQUESTS_PER_CONNECTION as u64;
+    let mut frame_started: Option<Instant> = None;
     loop {
         let frame = loop {
             match reader.next_frame() {
@@ -78,12 +88,44 @@ async fn read_requests(
             }
             let buf = reader.buffer();
             let len = buf.len();
+            // How long this read may wait: the rest of a started frame's time, or the idle
+            // limit when nothing is in flight (a parked JoinGroup or a long poll is not idle).
+            let wait = if len > 0 {
+                let started = *frame_started.get_or_insert_with(Instant::now);
+                let limit = Duration::from_millis(limits::FRAME_READ_TIMEOUT_MS.min(idle_ms));
+                Some((
+                    limit.saturating_sub(started.elapsed()),
+                    "a request frame took too long",
+                ))
+            } else if slots.available() == all_slots {
+                Some((
+                    Duration::from_millis(idle_ms),
+                    "idle (connections.max.idle.ms)",
+                ))
+            } else {
+                None
+            };
             buf.resize(len + READ_CHUNK_BYTES, 0);
-            let n = match stream.read(&mut buf[len..]).await {
-                Ok(n) => n,
-                Err(e) => {
+            let read = stream.read(&mut buf[len..]);
+            let outcome = match wait {
+                Some((limit, why)) => {
+                    let timer = async move {
+                        glommio::timer::sleep(limit).await;
+                        Err(why)
+                    };
+                    futures_lite::future::or(async { Ok(read.await) }, timer).await
+                }
+                None => Ok(read.await),
+            };
+            let n = match outcome {
+                Ok(Ok(n)) => n,
+                Ok(Err(e)) => {
                     buf.truncate(len);
                     return Err(e);
+                }
+                Err(why) => {
+                    debug!(%peer, buffered = len, "closing connection: {why}");
+                    return Ok(());
                 }
             };
             buf.truncate(len + n);
@@ -91,6 +133,7 @@ async fn read_requests(
                 return Ok(());
             }
         };
+        frame_started = None;
         let slot = slots
             .acquire_static_permit(1)
             .await
