@@ -39,6 +39,9 @@ pub struct BrokerConfig {
     /// `connections.max.idle.ms`: a connection with no request in flight and nothing read
     /// for this long is closed (Kafka's default, 10 minutes).
     pub connections_max_idle_ms: i64,
+    /// `fetch.max.bytes`: the most a fetch response carries, whatever the client asks
+    /// (Kafka's default, 55 MiB; the first batch still goes out whole).
+    pub fetch_max_bytes: i32,
     /// `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a producer may ask
     /// for (InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).
     pub transaction_max_timeout_ms: i32,
@@ -87,6 +90,7 @@ impl Default for BrokerConfig {
             group_initial_rebalance_delay_ms: 3_000,
             group_max_size: i32::MAX,
             connections_max_idle_ms: 600_000,
+            fetch_max_bytes: 57_671_680,
             transaction_max_timeout_ms: 900_000,
             cleaner: CleanerConfig::default(),
             offsets_topic_segment_bytes: 100 << 20,
@@ -150,6 +154,8 @@ pub struct FileConfig {
     pub group_max_size: Option<i32>,
     #[serde(rename = "connections.max.idle.ms")]
     pub connections_max_idle_ms: Option<i64>,
+    #[serde(rename = "fetch.max.bytes")]
+    pub fetch_max_bytes: Option<i32>,
     #[serde(rename = "transaction.max.timeout.ms")]
     pub transaction_max_timeout_ms: Option<i32>,
     #[serde(rename = "io.properties.file")]
@@ -236,6 +242,7 @@ impl BrokerConfig {
         );
         set!(self.group_max_size, f.group_max_size);
         set!(self.connections_max_idle_ms, f.connections_max_idle_ms);
+        set!(self.fetch_max_bytes, f.fetch_max_bytes);
         set!(
             self.transaction_max_timeout_ms,
             f.transaction_max_timeout_ms
@@ -292,6 +299,12 @@ impl BrokerConfig {
             return Err(ConfigError(format!(
                 "connections.max.idle.ms must be positive, got {}",
                 self.connections_max_idle_ms
+            )));
+        }
+        if self.fetch_max_bytes < 1024 {
+            return Err(ConfigError(format!(
+                "fetch.max.bytes must be at least 1024, got {}",
+                self.fetch_max_bytes
             )));
         }
         if self.cores == Some(0) {

@@ -96,3 +96,38 @@ def test_idle_and_half_sent_connections_are_closed(make_broker):
             size -= len(busy.recv(size))
         time.sleep(0.6)
     busy.close()
+
+
+def test_a_greedy_fetch_is_capped_and_duplicates_are_answered_once(make_broker):
+    """Fetch v4 asking for 2 GiB with one partition listed 200 times: the response holds the
+    partition once and stays within fetch.max.bytes (plus the first batch, which always goes
+    out whole)."""
+    b = make_broker(config={"fetch.max.bytes": 1 << 20}).start()
+    topic = f"greedy-{uuid.uuid4().hex[:8]}"
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "batch.size": 65536})
+    for i in range(4000):
+        p.produce(topic, value=b"x" * 1000, partition=0)
+    assert p.flush(30) == 0
+
+    def s(text):
+        return struct.pack(">h", len(text)) + text.encode()
+    parts = b"".join(struct.pack(">iqi", 0, 0, 2**31 - 1) for _ in range(200))
+    body = (struct.pack(">hhi", 1, 4, 9) + s("greedy") + struct.pack(">iiiib", -1, 100, 1, 2**31 - 1, 0)
+            + struct.pack(">i", 1) + s(topic) + struct.pack(">i", 200) + parts)
+    with socket.create_connection(("127.0.0.1", b.port), timeout=30) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = sock.recv(1 << 20)
+            assert chunk, "connection closed"
+            data += chunk
+    size = struct.unpack(">i", data[:4])[0]
+    assert size < (1 << 20) + (128 << 10), size
+    at = 4 + 4 + 4  # size, correlation id, throttle
+    assert struct.unpack(">i", data[at:at + 4])[0] == 1  # one topic
+    at += 4
+    at += 2 + struct.unpack(">h", data[at:at + 2])[0]
+    assert struct.unpack(">i", data[at:at + 4])[0] == 1, "the partition once"
+    at += 4
+    index, error = struct.unpack(">ih", data[at:at + 6])
+    assert (index, error) == (0, 0)

@@ -4,7 +4,8 @@
 //! the range returned, for the client to skip. Partitions on other shards are read there;
 //! the wait wakes on an append on any shard that owns one of the partitions. The response is
 //! encoded by `strand_wire::fetch`, so record bytes travel from the log's buffers to the socket
-//! without a copy.
+//! without a copy. A response carries at most `fetch.max.bytes` (or the client's `max_bytes`
+//! if lower), and a partition listed twice in one request is read and answered once.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -35,16 +36,21 @@ pub async fn handle(
     let started = Instant::now();
     let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let min_bytes = req.min_bytes.max(0) as usize;
+    let broker_max = node.config().fetch_max_bytes.max(0) as usize;
     let response_max = if req.max_bytes > 0 {
-        req.max_bytes as usize
+        (req.max_bytes as usize).min(broker_max)
     } else {
-        usize::MAX
+        broker_max
     };
     let mut topics = Vec::new();
     let mut wants = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for (ti, t) in req.topics.iter().enumerate() {
         topics.push(t.topic.clone());
         for p in &t.partitions {
+            if !seen.insert((t.topic.0.as_str(), p.partition)) {
+                continue; // listed twice: Kafka keeps one entry per partition
+            }
             wants.push(Want {
                 topic_index: ti,
                 partition: p.partition,
