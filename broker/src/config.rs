@@ -42,6 +42,10 @@ pub struct BrokerConfig {
     /// `fetch.max.bytes`: the most a fetch response carries, whatever the client asks
     /// (Kafka's default, 55 MiB; the first batch still goes out whole).
     pub fetch_max_bytes: i32,
+    /// `max.connections`: client connections in all (also kept below the open-files limit).
+    pub max_connections: i32,
+    /// `max.connections.per.ip`: client connections from one address.
+    pub max_connections_per_ip: i32,
     /// `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a producer may ask
     /// for (InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).
     pub transaction_max_timeout_ms: i32,
@@ -91,6 +95,8 @@ impl Default for BrokerConfig {
             group_max_size: i32::MAX,
             connections_max_idle_ms: 600_000,
             fetch_max_bytes: 57_671_680,
+            max_connections: i32::MAX,
+            max_connections_per_ip: i32::MAX,
             transaction_max_timeout_ms: 900_000,
             cleaner: CleanerConfig::default(),
             offsets_topic_segment_bytes: 100 << 20,
@@ -156,6 +162,10 @@ pub struct FileConfig {
     pub connections_max_idle_ms: Option<i64>,
     #[serde(rename = "fetch.max.bytes")]
     pub fetch_max_bytes: Option<i32>,
+    #[serde(rename = "max.connections")]
+    pub max_connections: Option<i32>,
+    #[serde(rename = "max.connections.per.ip")]
+    pub max_connections_per_ip: Option<i32>,
     #[serde(rename = "transaction.max.timeout.ms")]
     pub transaction_max_timeout_ms: Option<i32>,
     #[serde(rename = "io.properties.file")]
@@ -243,6 +253,8 @@ impl BrokerConfig {
         set!(self.group_max_size, f.group_max_size);
         set!(self.connections_max_idle_ms, f.connections_max_idle_ms);
         set!(self.fetch_max_bytes, f.fetch_max_bytes);
+        set!(self.max_connections, f.max_connections);
+        set!(self.max_connections_per_ip, f.max_connections_per_ip);
         set!(
             self.transaction_max_timeout_ms,
             f.transaction_max_timeout_ms
@@ -299,6 +311,12 @@ impl BrokerConfig {
             return Err(ConfigError(format!(
                 "connections.max.idle.ms must be positive, got {}",
                 self.connections_max_idle_ms
+            )));
+        }
+        if self.max_connections < 1 || self.max_connections_per_ip < 1 {
+            return Err(ConfigError(format!(
+                "max.connections ({}) and max.connections.per.ip ({}) must be at least 1",
+                self.max_connections, self.max_connections_per_ip
             )));
         }
         if self.fetch_max_bytes < 1024 {

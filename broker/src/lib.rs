@@ -9,6 +9,8 @@
 //!   (both from `strand-tuning`).
 //! - [`node`] — one shard's partitions and catalog snapshot, and the messages between shards;
 //!   shard 0 is the controller for catalog changes.
+//! - [`admission`] — connection limits (`max.connections`, `max.connections.per.ip`, below
+//!   the open-files limit), shared by every shard's listener.
 //! - [`catalog`] — topics, partition counts, configs; `Catalog::apply` (sans-IO) and the file.
 //! - [`kafka`] — the Kafka front end: `conn` (a connection) and one module per API, with the
 //!   table of supported versions.
@@ -30,6 +32,7 @@
 //! active `SegmentWriter`'s aligned buffer (written with O_DIRECT when full or on flush) and
 //! into the hot-tail cache. `append_durable` then waits for a group-commit fdatasync.
 
+pub mod admission;
 pub mod catalog;
 pub mod config;
 pub mod group;

@@ -30,9 +30,11 @@ pub const READ_BYTES_MAX: u64 = 8 << 20;
 /// Largest request frame accepted (Kafka's `socket.request.max.bytes` default, 100 MiB).
 pub const FRAME_BYTES_MAX: usize = 100 << 20;
 
-/// Connections a shard accepts before refusing more (file descriptors and per-connection
-/// buffers are the cost; the process limit is raised by `strand tune`).
-pub const CONNECTIONS_PER_SHARD_MAX: usize = 10_000;
+/// Percent of the process's open-files limit that client connections may take (the rest is
+/// for segment files, indexes and the cluster): with `ulimit -n` at 20,000, 15,000
+/// connections, so the broker refuses before accept() fails with EMFILE. `strand tune`
+/// recommends an open-files limit of 1,048,576.
+pub const CONNECTION_FD_SHARE: u64 = 75;
 
 /// Locked memory glommio registers with io_uring per executor. The default (10 MiB) is over
 /// the 8 MiB `ulimit -l` of many hosts; glommio falls back to ordinary aligned allocations

@@ -147,6 +147,8 @@ pub struct NodeShared {
     pub storage: StorageOptions,
     /// One per shard, notified after each append there (wakes long-polling fetches anywhere).
     pub appended: Vec<Arc<event_listener::Event>>,
+    /// Connection limits, shared by every shard's listener.
+    pub admission: Arc<crate::admission::Admission>,
 }
 
 pub struct Node {

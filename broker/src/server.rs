@@ -5,7 +5,6 @@
 //! (glommio sets SO_REUSEPORT, so the kernel spreads connections over shards) and serves Kafka
 //! clients with [`crate::kafka::conn`].
 
-use std::cell::RefCell;
 use std::io;
 use std::path::Path;
 use std::rc::Rc;
@@ -90,7 +89,16 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
         appended: (0..shards)
             .map(|_| Arc::new(event_listener::Event::new()))
             .collect(),
+        admission: crate::admission::Admission::new(
+            usize::try_from(config.max_connections).unwrap_or(usize::MAX),
+            usize::try_from(config.max_connections_per_ip).unwrap_or(usize::MAX),
+            strand_tuning::host::nofile_limit().map(|l| l.soft),
+        ),
     });
+    info!(
+        max_connections = shared.admission.max_total(),
+        "client connections admitted (max.connections, capped below the open-files limit)"
+    );
     // Each shard takes its own receiver once, at start-up.
     let inboxes = Arc::new(Mutex::new(mesh.receivers));
     let (doorbells, ends) = crate::wake::doorbells(shards);
@@ -152,7 +160,6 @@ async fn shard_main(
     let listener = TcpListener::bind(listen.as_str())
         .map_err(|e| io::Error::other(format!("cannot listen on {listen}: {e}")))?;
     info!(shard = id, addr = %listen, "listening");
-    let live = Rc::new(RefCell::new(0usize));
     loop {
         let stream = match listener.accept().await {
             Ok(s) => s,
@@ -162,14 +169,20 @@ async fn shard_main(
                 continue;
             }
         };
-        if *live.borrow() >= limits::CONNECTIONS_PER_SHARD_MAX {
-            warn!(shard = id, "too many connections; refusing one");
-            continue;
-        }
-        *live.borrow_mut() += 1;
-        let live = Rc::clone(&live);
+        let ip = match stream.peer_addr() {
+            Ok(a) => a.ip(),
+            Err(_) => continue,
+        };
+        let admitted = match node.shared.admission.try_admit(ip) {
+            Ok(a) => a,
+            Err(why) => {
+                debug!(shard = id, %ip, "connection refused: {why}");
+                continue; // dropping the stream closes it
+            }
+        };
         let node = Rc::clone(&node);
         glommio::spawn_local(async move {
+            let _admitted = admitted;
             if let Err(e) = conn::serve(node, stream).await {
                 if e.kind() == std::io::ErrorKind::Other {
                     warn!(error = %e, "connection closed after an internal error");
@@ -177,7 +190,6 @@ async fn shard_main(
                     debug!(error = %e, "connection ended with an error");
                 }
             }
-            *live.borrow_mut() -= 1;
         })
         .detach();
     }

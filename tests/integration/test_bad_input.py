@@ -131,3 +131,28 @@ def test_a_greedy_fetch_is_capped_and_duplicates_are_answered_once(make_broker):
     at += 4
     index, error = struct.unpack(">ih", data[at:at + 6])
     assert (index, error) == (0, 0)
+
+
+def test_connections_per_ip_are_limited_and_places_come_back(make_broker):
+    """max.connections.per.ip: the broker closes connections past the limit at once (before
+    accept() could run out of descriptors); a closed connection frees its place."""
+    import time
+    b = make_broker(config={"max.connections.per.ip": 3}).start()
+    time.sleep(0.5)  # the start-up probe's connections are gone
+
+    def talk(s):
+        s.sendall(api_versions_v0())
+        head = s.recv(4)
+        return len(head) == 4
+
+    kept = [socket.create_connection(("127.0.0.1", b.port), timeout=10) for _ in range(3)]
+    assert all(talk(s) for s in kept)
+    extra = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+    assert extra.recv(1) == b"", "the fourth is closed"
+    extra.close()
+    kept.pop().close()
+    time.sleep(0.3)
+    again = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+    assert talk(again)
+    for s in kept + [again]:
+        s.close()

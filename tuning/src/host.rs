@@ -182,7 +182,8 @@ fn absolute(path: &Path) -> PathBuf {
         .unwrap_or_else(|_| path.to_path_buf())
 }
 
-fn nofile_limit() -> Option<FileLimit> {
+/// This process's open-files limit.
+pub fn nofile_limit() -> Option<FileLimit> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
