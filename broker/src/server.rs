@@ -250,6 +250,7 @@ fn spawn_housekeeping(node: Rc<Node>) {
                             bytes_before = r.bytes_before,
                             bytes_after = r.bytes_after,
                             records_removed = r.records_removed,
+                            unreadable_batches = r.unreadable_batches,
                             elapsed_ms = r.elapsed_ms,
                             "compaction pass done"
                         ),

@@ -300,3 +300,71 @@ fn compressed_batches_are_compacted_and_keep_their_codec() {
         );
     });
 }
+
+#[test]
+fn a_poison_batch_is_kept_as_is_and_the_other_keys_compact() {
+    // A batch with a valid CRC whose records do not decode (a gzip flag on plain records), as
+    // produce accepted before it validated records: the cleaner logs it, keeps it, and
+    // compacts everything else instead of failing every pass.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("p-0");
+    run(move || async move {
+        let (log, _) = PartitionLog::open(path.clone(), compacted_config(), options())
+            .await
+            .expect("open");
+        let batch = |k: &[u8], v: &[u8]| {
+            let mut b = BatchBuilder::new(T0);
+            b.push(Some(k), v, 0);
+            bytes::BytesMut::from(&b.finish()[..])
+        };
+        let mut poison = batch(b"p", b"poison").to_vec();
+        let attributes = u16::from_be_bytes([poison[21], poison[22]]) | 1;
+        poison[21..23].copy_from_slice(&attributes.to_be_bytes());
+        let crc = strand_wire::batch::compute_crc(&poison);
+        poison[17..21].copy_from_slice(&crc.to_be_bytes());
+        for (k, v) in [(b"a", b"1"), (b"b", b"1")] {
+            log.append(batch(k, v), T0).await.expect("append");
+        }
+        log.append(bytes::BytesMut::from(&poison[..]), T0)
+            .await
+            .expect("the log itself only checks the CRC");
+        for (k, v) in [(b"a", b"2"), (b"b", b"2")] {
+            log.append(batch(k, v), T0).await.expect("append");
+        }
+        log.flush().await.expect("flush");
+        assert!(log.roll_if_idle(i64::MAX).await.expect("roll"));
+        let report = log
+            .clean(T0 + 1000, CleanOptions::default())
+            .await
+            .expect("the pass does not fail on the poison batch")
+            .expect("a pass ran");
+        assert_eq!(report.unreadable_batches, 1);
+        assert_eq!(report.records_removed, 2, "a=1 and b=1 are gone");
+        let mut seen = Vec::new();
+        let r = log.read(Offset(0), 1 << 20).await.expect("read");
+        for b in r.batches {
+            let h = BatchHeader::parse(&b).expect("header");
+            match records(&b) {
+                Ok(recs) => {
+                    for rec in recs {
+                        seen.push((
+                            h.base_offset + rec.offset_delta,
+                            rec.key.map(<[u8]>::to_vec),
+                        ));
+                    }
+                }
+                Err(_) => seen.push((h.base_offset, None)),
+            }
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (2, None),
+                (3, Some(b"a".to_vec())),
+                (4, Some(b"b".to_vec()))
+            ],
+            "the poison batch (offset 2) kept, the old values of a and b removed"
+        );
+        log.close().await.expect("close");
+    });
+}

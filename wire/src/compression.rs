@@ -178,6 +178,12 @@ pub fn decompress_batch(batch: &[u8]) -> Result<Vec<u8>, CodecError> {
     Ok(out)
 }
 
+/// Marks a batch whose records section was replaced by its decompressed bytes as
+/// uncompressed: codec bits cleared, length and CRC redone.
+pub fn reseal_plain(out: &mut [u8]) {
+    finish(out, 0);
+}
+
 fn finish(out: &mut [u8], codec_bits: u16) {
     let attributes = (u16::from_be_bytes([out[21], out[22]]) & !0x7) | codec_bits;
     out[21..23].copy_from_slice(&attributes.to_be_bytes());

@@ -22,6 +22,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use strand_wire::batch::HEADER_BYTES;
 use strand_wire::records::{retain, Retained};
 use strand_wire::BatchHeader;
 
@@ -87,6 +88,8 @@ pub struct CleanOutcome {
     pub records_removed: u64,
     /// When the earliest tombstone kept by this pass may go (`None`: none kept).
     pub tombstone_due_ms: Option<i64>,
+    /// Batches whose records could not be read: kept as they are, logged.
+    pub unreadable_batches: u64,
 }
 
 /// Runs a whole pass. Blocking.
@@ -102,6 +105,7 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
     // 1. The key map over the dirty segments.
     let mut map = KeyMap::default();
     let mut upper = job.plan.upper;
+    let mut unreadable = 0u64;
     for &base in &job.plan.dirty {
         if map.len() >= limits::CLEANER_KEYS_MAX {
             upper = base;
@@ -110,7 +114,10 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
         let s = seg(base)?;
         for_each_batch(&job.dir, s, &mut throttle, |batch, h| {
             if job.txns.fate(h) == BatchFate::Plain {
-                let plain = plain_batch(batch, h)?;
+                let Some(plain) = readable(&job.dir, batch, h) else {
+                    unreadable += 1;
+                    return Ok(());
+                };
                 for r in strand_wire::records::records(&plain).map_err(io::Error::other)? {
                     if let Some(key) = r.key {
                         map.insert(key, Offset(h.base_offset + r.offset_delta));
@@ -131,6 +138,7 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
         bytes_after: 0,
         records_removed: 0,
         tombstone_due_ms: None,
+        unreadable_batches: unreadable,
     };
     let mut prepared: Vec<(Vec<Offset>, SegmentState)> = Vec::new();
     for group in &job.plan.groups {
@@ -168,11 +176,10 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
                     // Like an emptied batch: its header stays only at the tail before the
                     // active segment (the abort marker after it keeps the offsets moving).
                     (tail_marker && group_end).then(|| strand_wire::records::emptied(batch).into())
-                } else {
+                } else if let Some(plain) = readable_quiet(batch, h) {
                     let before = h.records_count.max(0) as u64;
                     // Compressed batches are filtered decompressed and written back with their
                     // codec.
-                    let plain = plain_batch(batch, h)?;
                     match retain(&plain, |r| decider.keep(h, r)).map_err(io::Error::other)? {
                         Retained::All => {
                             note_tombstones(&plain, h, &job.config, &mut out.tombstone_due_ms);
@@ -201,6 +208,10 @@ pub fn run(job: CleanJob) -> io::Result<CleanOutcome> {
                             )
                         }
                     }
+                } else {
+                    // A batch whose records cannot be read (logged in step 1) stays as it is:
+                    // nothing is removed that the cleaner cannot see.
+                    Some(batch.into())
                 };
                 if let Some(bytes) = kept {
                     let header = BatchHeader::parse(&bytes).map_err(io::Error::other)?;
@@ -260,14 +271,56 @@ fn stop_if(job: &CleanJob, step: CleanStep) -> io::Result<()> {
     Ok(())
 }
 
-/// The batch with its records readable in place: itself, or decompressed.
-fn plain_batch<'a>(batch: &'a [u8], h: &BatchHeader) -> io::Result<std::borrow::Cow<'a, [u8]>> {
-    if h.attributes & 0x7 == 0 {
-        return Ok(batch.into());
+/// The batch with its records readable in place (itself, or decompressed within
+/// `limits::PRODUCE_DECOMPRESSED_BYTES_MAX`), or `None` — with a warning — for a batch whose
+/// records do not decode: a poison batch written before produce validated records, or by
+/// hand. The pass goes on without it instead of failing every 15 s forever.
+fn readable<'a>(
+    dir: &Path,
+    batch: &'a [u8],
+    h: &BatchHeader,
+) -> Option<std::borrow::Cow<'a, [u8]>> {
+    match plain_batch(batch, h) {
+        Ok(plain) => Some(plain),
+        Err(e) => {
+            tracing::warn!(
+                dir = %dir.display(),
+                offset = h.base_offset,
+                error = %e,
+                "cleaner: batch records unreadable; kept as is, its keys not compacted"
+            );
+            None
+        }
     }
-    strand_wire::compression::decompress_batch(batch)
-        .map(Into::into)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+}
+
+/// [`readable`] without the warning (step 2 meets the batches step 1 already reported).
+fn readable_quiet<'a>(batch: &'a [u8], h: &BatchHeader) -> Option<std::borrow::Cow<'a, [u8]>> {
+    plain_batch(batch, h).ok()
+}
+
+/// The batch with its records readable in place: itself, or decompressed (bounded).
+fn plain_batch<'a>(batch: &'a [u8], h: &BatchHeader) -> io::Result<std::borrow::Cow<'a, [u8]>> {
+    let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidData, e);
+    let plain: std::borrow::Cow<'a, [u8]> = if h.attributes & 0x7 == 0 {
+        batch.into()
+    } else {
+        let codec = h.compression().map_err(|e| invalid(e.to_string()))?;
+        let end = h.total_len().min(batch.len());
+        let body = strand_wire::compression::decompress_bounded(
+            codec,
+            &batch[HEADER_BYTES.min(end)..end],
+            limits::PRODUCE_DECOMPRESSED_BYTES_MAX,
+        )
+        .map_err(|e| invalid(e.to_string()))?;
+        let mut out = Vec::with_capacity(HEADER_BYTES + body.len());
+        out.extend_from_slice(&batch[..HEADER_BYTES]);
+        out.extend_from_slice(&body);
+        strand_wire::compression::reseal_plain(&mut out);
+        out.into()
+    };
+    strand_wire::records::records(&plain).map_err(|e| invalid(e.to_string()))?;
+    Ok(plain)
 }
 
 /// Tracks when the earliest kept tombstone's `delete.retention.ms` runs out. `plain`: the kept

@@ -32,6 +32,8 @@ pub struct CleanReport {
     pub bytes_before: u64,
     pub bytes_after: u64,
     pub records_removed: u64,
+    /// Batches whose records could not be read (kept as they are; see the cleaner's WARN).
+    pub unreadable_batches: u64,
     pub dirty_ratio_milli: u32,
     pub elapsed_ms: u64,
 }
@@ -207,6 +209,7 @@ impl PartitionLog {
             bytes_before: outcome.bytes_before,
             bytes_after: outcome.bytes_after,
             records_removed: outcome.records_removed,
+            unreadable_batches: outcome.unreadable_batches,
             dirty_ratio_milli: ratio,
             elapsed_ms: started.elapsed().as_millis() as u64,
         };
