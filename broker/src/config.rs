@@ -46,6 +46,9 @@ pub struct BrokerConfig {
     pub max_connections: i32,
     /// `max.connections.per.ip`: client connections from one address.
     pub max_connections_per_ip: i32,
+    /// `storage.min.free.bytes` (Redpanda's name): below this much free space on the data
+    /// directory's filesystem, produce and new topics are refused.
+    pub storage_min_free_bytes: u64,
     /// `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a producer may ask
     /// for (InitProducerId answers INVALID_TRANSACTION_TIMEOUT above it).
     pub transaction_max_timeout_ms: i32,
@@ -97,6 +100,7 @@ impl Default for BrokerConfig {
             fetch_max_bytes: 57_671_680,
             max_connections: i32::MAX,
             max_connections_per_ip: i32::MAX,
+            storage_min_free_bytes: 1 << 30,
             transaction_max_timeout_ms: 900_000,
             cleaner: CleanerConfig::default(),
             offsets_topic_segment_bytes: 100 << 20,
@@ -166,6 +170,8 @@ pub struct FileConfig {
     pub max_connections: Option<i32>,
     #[serde(rename = "max.connections.per.ip")]
     pub max_connections_per_ip: Option<i32>,
+    #[serde(rename = "storage.min.free.bytes")]
+    pub storage_min_free_bytes: Option<u64>,
     #[serde(rename = "transaction.max.timeout.ms")]
     pub transaction_max_timeout_ms: Option<i32>,
     #[serde(rename = "io.properties.file")]
@@ -255,6 +261,7 @@ impl BrokerConfig {
         set!(self.fetch_max_bytes, f.fetch_max_bytes);
         set!(self.max_connections, f.max_connections);
         set!(self.max_connections_per_ip, f.max_connections_per_ip);
+        set!(self.storage_min_free_bytes, f.storage_min_free_bytes);
         set!(
             self.transaction_max_timeout_ms,
             f.transaction_max_timeout_ms

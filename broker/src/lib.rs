@@ -11,6 +11,8 @@
 //!   shard 0 is the controller for catalog changes.
 //! - [`admission`] — connection limits (`max.connections`, `max.connections.per.ip`, below
 //!   the open-files limit), shared by every shard's listener.
+//! - [`disk_space`] — free space on the data directory: produce and new topics refused
+//!   below `storage.min.free.bytes`; a reserve file so a deletion can always be saved.
 //! - [`catalog`] — topics, partition counts, configs; `Catalog::apply` (sans-IO) and the file.
 //! - [`kafka`] — the Kafka front end: `conn` (a connection) and one module per API, with the
 //!   table of supported versions.
@@ -35,6 +37,7 @@
 pub mod admission;
 pub mod catalog;
 pub mod config;
+pub mod disk_space;
 pub mod group;
 pub mod group_service;
 pub mod host;

@@ -149,6 +149,8 @@ pub struct NodeShared {
     pub appended: Vec<Arc<event_listener::Event>>,
     /// Connection limits, shared by every shard's listener.
     pub admission: Arc<crate::admission::Admission>,
+    /// Free space on the data directory (refreshed by shard 0).
+    pub disk: Arc<crate::disk_space::DiskSpace>,
 }
 
 pub struct Node {
@@ -528,6 +530,11 @@ impl Node {
 
     async fn controller(&self, op: CatalogOp, validate_only: bool) -> AdminOutcome {
         let _permit = self.controller.acquire_permit(1).await;
+        let grows = matches!(op, CatalogOp::Create(_) | CatalogOp::CreatePartitions(_));
+        if grows && self.shared.disk.is_low() {
+            let reason = self.shared.disk.reason();
+            return vec![Err((ErrorCode::PolicyViolation, reason)); op_len(&op)];
+        }
         let mut next = (*self.catalog()).clone();
         let results = next.apply(&op);
         if validate_only || !results.iter().any(Result::is_ok) {
@@ -551,7 +558,7 @@ impl Node {
         let dir = self.config().data_dir.clone();
         let to_save = next.clone();
         glommio::executor()
-            .spawn_blocking(move || to_save.save(&dir))
+            .spawn_blocking(move || crate::disk_space::with_reserve(&dir, || to_save.save(&dir)))
             .await?;
         let next = Arc::new(next);
         let mut waits = Vec::new();

@@ -89,6 +89,10 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
         appended: (0..shards)
             .map(|_| Arc::new(event_listener::Event::new()))
             .collect(),
+        disk: Arc::new(crate::disk_space::DiskSpace::new(
+            &config.data_dir,
+            config.storage_min_free_bytes,
+        )),
         admission: crate::admission::Admission::new(
             usize::try_from(config.max_connections).unwrap_or(usize::MAX),
             usize::try_from(config.max_connections_per_ip).unwrap_or(usize::MAX),
@@ -155,6 +159,9 @@ async fn shard_main(
     }
     node.spawn_txn_ticker();
     spawn_housekeeping(Rc::clone(&node));
+    if id == 0 {
+        spawn_disk_watch(Rc::clone(&node));
+    }
 
     let listen = shared.config.listen.clone();
     let listener = TcpListener::bind(listen.as_str())
@@ -193,6 +200,25 @@ async fn shard_main(
         })
         .detach();
     }
+}
+
+/// Shard 0 keeps the free-space reading fresh for every shard, and the reserve file in place.
+fn spawn_disk_watch(node: Rc<Node>) {
+    let dir = node.config().data_dir.clone();
+    glommio::spawn_local(async move {
+        loop {
+            let (disk, dir) = (Arc::clone(&node.shared.disk), dir.clone());
+            let _ = glommio::executor()
+                .spawn_blocking(move || {
+                    if !disk.refresh() {
+                        crate::disk_space::ensure_reserve(&dir);
+                    }
+                })
+                .await;
+            glommio::timer::sleep(Duration::from_millis(limits::DISK_CHECK_INTERVAL_MS)).await;
+        }
+    })
+    .detach();
 }
 
 /// The shard's background upkeep, on a low-priority task queue so it yields to request

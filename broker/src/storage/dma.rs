@@ -226,15 +226,32 @@ impl SegmentWriter {
 
     /// Makes sure the file is allocated up to at least `upto` bytes, in steps of
     /// `limits::PREALLOCATE_STEP_BYTES` (never past the preallocation limit unless a write
-    /// needs it). A no-op without preallocation.
+    /// needs it). A no-op without preallocation. Best effort: if the filesystem refuses
+    /// (ENOSPC), the segment stops preallocating and goes on.
     pub async fn reserve(&self, upto: u64) -> io::Result<()> {
         if self.preallocate_limit == 0 || upto <= self.allocated.get() {
             return Ok(());
         }
-        let step = crate::limits::PREALLOCATE_STEP_BYTES;
+        // Steps grow with the segment (1 MiB, 2, 4, ... up to the full step): a quiet
+        // partition holds little unused disk, a busy one soon allocates in large steps.
+        let step = self.allocated.get().clamp(
+            crate::limits::PREALLOCATE_FIRST_STEP_BYTES,
+            crate::limits::PREALLOCATE_STEP_BYTES,
+        );
         let target = align_up((upto + step).min(self.preallocate_limit.max(upto)));
-        self.file.pre_allocate(target, false).await.map_err(gio)?;
-        self.allocated.set(target);
+        match self.file.pre_allocate(target, false).await {
+            Ok(()) => self.allocated.set(target),
+            Err(e) => {
+                // Best effort: a full disk must not stop a partition from opening or its
+                // reads; the writes themselves report the shortage if there is one.
+                tracing::warn!(
+                    path = %self.file.path().map(|p| p.display().to_string()).unwrap_or_default(),
+                    error = %e,
+                    "preallocation failed; this segment goes on without it"
+                );
+                self.allocated.set(u64::MAX);
+            }
+        }
         Ok(())
     }
 
