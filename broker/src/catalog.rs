@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use strand_wire::ErrorCode;
 
+use crate::dynamic_configs;
+pub use crate::dynamic_configs::Resource;
 use crate::storage::{CleanupPolicy, LogConfig};
 
 fn unknown(topic: &str) -> (ErrorCode, String) {
@@ -27,7 +29,16 @@ pub const CATALOG_FILE: &str = "topics.toml";
 pub struct Catalog {
     #[serde(default)]
     pub topics: BTreeMap<String, TopicMeta>,
+    /// Dynamic broker configs (IncrementalAlterConfigs on the BROKER resource): stored and
+    /// described.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub broker_configs: BTreeMap<String, String>,
+    /// Group configs (Kafka 4.x, for KIP-848 groups): stored and described.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
+
+static EMPTY: BTreeMap<String, String> = BTreeMap::new();
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TopicMeta {
@@ -158,6 +169,13 @@ impl TopicMeta {
             .unwrap_or(default)
     }
 
+    /// `message.timestamp.type=LogAppendTime`: the broker stamps each batch with its clock.
+    pub fn log_append_time(&self) -> bool {
+        self.configs
+            .get("message.timestamp.type")
+            .is_some_and(|v| v.eq_ignore_ascii_case("LogAppendTime"))
+    }
+
     /// Redpanda's `write.caching`: `false` (default) fsyncs before acknowledging `acks=all`.
     pub fn write_caching(&self) -> bool {
         self.configs
@@ -184,10 +202,10 @@ pub enum CatalogOp {
     Delete(Vec<String>),
     /// Per topic: (config name, operation, value). Operations are Kafka's
     /// IncrementalAlterConfigs ones: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
-    AlterConfigs(Vec<(String, Vec<ConfigChange>)>),
+    AlterConfigs(Vec<(Resource, Vec<ConfigChange>)>),
     /// The legacy AlterConfigs API: per topic, the whole new set of overrides (configs not
     /// named go back to their defaults).
-    SetConfigs(Vec<(String, BTreeMap<String, String>)>),
+    SetConfigs(Vec<(Resource, BTreeMap<String, String>)>),
     /// Per topic: the new total partition count.
     CreatePartitions(Vec<(String, i32)>),
 }
@@ -217,20 +235,11 @@ impl Catalog {
                 .collect(),
             CatalogOp::AlterConfigs(changes) => changes
                 .iter()
-                .map(|(topic, ops)| self.alter(topic, ops))
+                .map(|(resource, ops)| self.alter(resource, Some(ops), None))
                 .collect(),
             CatalogOp::SetConfigs(sets) => sets
                 .iter()
-                .map(|(topic, configs)| {
-                    let t = self.topics.get_mut(topic).ok_or_else(|| unknown(topic))?;
-                    let mut next = BTreeMap::new();
-                    for (k, v) in configs {
-                        let v = validate_config(k, v).map_err(|m| (ErrorCode::InvalidConfig, m))?;
-                        next.insert(k.clone(), v);
-                    }
-                    t.configs = next;
-                    Ok(())
-                })
+                .map(|(resource, configs)| self.alter(resource, None, Some(configs)))
                 .collect(),
             CatalogOp::CreatePartitions(counts) => counts
                 .iter()
@@ -286,41 +295,63 @@ impl Catalog {
         Ok(())
     }
 
-    fn alter(&mut self, topic: &str, ops: &[ConfigChange]) -> OpResult {
-        let t = self.topics.get(topic).ok_or_else(|| unknown(topic))?;
-        let invalid = |m: String| (ErrorCode::InvalidConfig, m);
-        let mut configs = t.configs.clone();
-        for (name, op, value) in ops {
-            match (op, value) {
-                (0, Some(v)) => {
-                    let v = validate_config(name, v).map_err(invalid)?;
-                    configs.insert(name.clone(), v);
-                }
-                (1, _) => {
-                    if crate::topic_configs::find(name).is_none() {
-                        return Err(invalid(format!("unknown topic config name: {name}")));
-                    }
-                    configs.remove(name);
-                }
-                (2 | 3, Some(v)) => {
-                    let current = configs.get(name).cloned().unwrap_or_else(|| {
-                        crate::topic_configs::find(name)
-                            .map_or(String::new(), |d| d.default.to_string())
-                    });
-                    let next =
-                        crate::topic_configs::list_op(name, &current, *op, v).map_err(invalid)?;
-                    let next = validate_config(name, &next).map_err(invalid)?;
-                    configs.insert(name.clone(), next);
-                }
-                _ => {
-                    return Err(invalid(format!(
-                    "operation {op} on {name} needs a value (SET, APPEND, SUBTRACT) or is unknown"
-                )))
-                }
-            }
+    /// The overrides of `resource`, for reading (`None`: a topic that does not exist).
+    pub fn configs_of(&self, resource: &Resource) -> Option<&BTreeMap<String, String>> {
+        match resource {
+            Resource::Topic(t) => self.topics.get(t).map(|m| &m.configs),
+            Resource::Broker => Some(&self.broker_configs),
+            Resource::Group(g) => Some(self.group_configs.get(g).unwrap_or(&EMPTY)),
         }
-        if let Some(t) = self.topics.get_mut(topic) {
-            t.configs = configs;
+    }
+
+    fn configs_mut(
+        &mut self,
+        resource: &Resource,
+    ) -> Result<&mut BTreeMap<String, String>, (ErrorCode, String)> {
+        match resource {
+            Resource::Topic(t) => self
+                .topics
+                .get_mut(t)
+                .map(|m| &mut m.configs)
+                .ok_or_else(|| unknown(t)),
+            Resource::Broker => Ok(&mut self.broker_configs),
+            Resource::Group(g) => Ok(self.group_configs.entry(g.clone()).or_default()),
+        }
+    }
+
+    /// Incremental changes, or (`ops = None`) the legacy whole-set replacement `set`.
+    fn alter(
+        &mut self,
+        resource: &Resource,
+        ops: Option<&[ConfigChange]>,
+        set: Option<&BTreeMap<String, String>>,
+    ) -> OpResult {
+        let invalid = |m: String| (ErrorCode::InvalidConfig, m);
+        let current = self
+            .configs_of(resource)
+            .cloned()
+            .ok_or_else(|| match resource {
+                Resource::Topic(t) => unknown(t),
+                _ => (ErrorCode::InvalidRequest, "unknown resource".into()),
+            })?;
+        let next = match (ops, set) {
+            (Some(ops), _) => dynamic_configs::apply(resource, &current, ops).map_err(invalid)?,
+            (None, Some(set)) => {
+                let mut next = BTreeMap::new();
+                for (k, v) in set {
+                    next.insert(
+                        k.clone(),
+                        dynamic_configs::validate(resource, k, v).map_err(invalid)?,
+                    );
+                }
+                next
+            }
+            (None, None) => current,
+        };
+        *self.configs_mut(resource)? = next;
+        if let Resource::Group(g) = resource {
+            self.group_configs
+                .retain(|name, c| name != g || !c.is_empty());
         }
         Ok(())
     }
@@ -389,13 +420,13 @@ mod tests {
         );
         assert_eq!(r[3].as_ref().unwrap_err().0, ErrorCode::InvalidPartitions);
         let set = vec![(
-            "a".to_string(),
+            Resource::Topic("a".to_string()),
             vec![("retention.ms".to_string(), 0i8, Some("10".to_string()))],
         )];
         assert!(c.apply(&CatalogOp::AlterConfigs(set))[0].is_ok());
         assert_eq!(c.topics["a"].configs["retention.ms"], "10");
         let bad = vec![(
-            "a".to_string(),
+            Resource::Topic("a".to_string()),
             vec![("retention.ms".to_string(), 0i8, Some("x".to_string()))],
         )];
         assert_eq!(

@@ -38,6 +38,7 @@ pub mod admission;
 pub mod catalog;
 pub mod config;
 pub mod disk_space;
+pub mod dynamic_configs;
 pub mod group;
 pub mod group_service;
 pub mod host;

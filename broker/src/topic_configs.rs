@@ -127,7 +127,7 @@ pub const TOPIC_CONFIGS: &[TopicConfig] = &[
         "message.timestamp.type",
         Kind::Str(&["CreateTime", "LogAppendTime"]),
         "CreateTime",
-        false,
+        true,
     ),
     c(
         "min.cleanable.dirty.ratio",

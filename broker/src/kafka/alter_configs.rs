@@ -8,7 +8,7 @@ use std::rc::Rc;
 use strand_wire::kafka::messages::alter_configs_response::AlterConfigsResourceResponse;
 use strand_wire::kafka::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
-use super::incremental_alter_configs::alter_topics;
+use super::incremental_alter_configs::alter_resources;
 use crate::catalog::CatalogOp;
 use crate::node::Node;
 
@@ -32,7 +32,7 @@ pub async fn handle(node: &Rc<Node>, req: AlterConfigsRequest) -> AlterConfigsRe
             )
         })
         .collect();
-    let answers = alter_topics(node, resources, req.validate_only, CatalogOp::SetConfigs).await;
+    let answers = alter_resources(node, resources, req.validate_only, CatalogOp::SetConfigs).await;
     let mut response = AlterConfigsResponse::default();
     for (res, (code, message)) in req.resources.into_iter().zip(answers) {
         let mut r = AlterConfigsResourceResponse::default();

@@ -1,5 +1,6 @@
 //! DescribeConfigs (key 32): topic configs (effective value, and whether the topic overrides
-//! the broker default) and the broker's own log defaults.
+//! the broker default), the broker's own log defaults and its dynamic configs, and group
+//! configs (Kafka 4.x's names and defaults).
 
 use std::rc::Rc;
 
@@ -15,8 +16,11 @@ use crate::node::Node;
 /// Kafka's resource types.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+pub const RESOURCE_GROUP: i8 = 32;
 /// Kafka's config sources.
 const SOURCE_TOPIC: i8 = 1;
+const SOURCE_DYNAMIC_BROKER: i8 = 2;
+const SOURCE_GROUP: i8 = 8;
 const SOURCE_STATIC_BROKER: i8 = 4;
 const SOURCE_DEFAULT: i8 = 5;
 /// Kafka's config types.
@@ -91,10 +95,28 @@ pub async fn handle(node: &Rc<Node>, req: DescribeConfigsRequest) -> DescribeCon
                         c.auto_create_topics.to_string(),
                     ),
                 ];
+                let dynamic = &catalog.broker_configs;
                 r.configs = broker
                     .into_iter()
-                    .filter(|(k, _)| wanted(k))
+                    .filter(|(k, _)| wanted(k) && !dynamic.contains_key(*k))
                     .map(|(k, v)| entry(k, v, SOURCE_STATIC_BROKER))
+                    .chain(
+                        dynamic
+                            .iter()
+                            .filter(|(k, _)| wanted(k))
+                            .map(|(k, v)| entry(k, v.clone(), SOURCE_DYNAMIC_BROKER)),
+                    )
+                    .collect();
+            }
+            RESOURCE_GROUP => {
+                let set = catalog.group_configs.get(res.resource_name.as_str());
+                r.configs = crate::dynamic_configs::GROUP_CONFIGS
+                    .iter()
+                    .filter(|(k, _)| wanted(k))
+                    .map(|&(k, default)| match set.and_then(|s| s.get(k)) {
+                        Some(v) => entry(k, v.clone(), SOURCE_GROUP),
+                        None => entry(k, default.to_string(), SOURCE_DEFAULT),
+                    })
                     .collect();
             }
             _ => {

@@ -11,34 +11,46 @@ use strand_wire::kafka::messages::{
 use strand_wire::kafka::protocol::StrBytes;
 use strand_wire::ErrorCode;
 
-use super::describe_configs::RESOURCE_TOPIC;
-use crate::catalog::CatalogOp;
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
+use crate::catalog::{CatalogOp, Resource};
 use crate::node::Node;
 
-/// Runs topic config changes through the controller (shared with the legacy AlterConfigs):
-/// for each resource `(type, name, change)`, the error code and message to answer with.
-/// Resources that are not topics are refused with INVALID_REQUEST.
-pub async fn alter_topics<C>(
+/// The catalog's name for a config resource of Kafka's type `resource_type`: a topic, this
+/// broker (by its id, or "" for the cluster default) or a group.
+pub fn resource(resource_type: i8, name: &str) -> Result<Resource, &'static str> {
+    match resource_type {
+        RESOURCE_TOPIC => Ok(Resource::Topic(name.to_string())),
+        RESOURCE_BROKER if name.is_empty() || name == super::NODE_ID.to_string() => {
+            Ok(Resource::Broker)
+        }
+        RESOURCE_BROKER => Err("no such broker"),
+        RESOURCE_GROUP => Ok(Resource::Group(name.to_string())),
+        _ => Err("only topic, broker and group configs can be altered"),
+    }
+}
+
+/// Runs config changes through the controller (shared with the legacy AlterConfigs): for
+/// each resource `(type, name, change)`, the error code and message to answer with.
+pub async fn alter_resources<C>(
     node: &Rc<Node>,
     resources: Vec<(i8, String, C)>,
     validate_only: bool,
-    op: impl FnOnce(Vec<(String, C)>) -> CatalogOp,
+    op: impl FnOnce(Vec<(Resource, C)>) -> CatalogOp,
 ) -> Vec<(i16, Option<StrBytes>)> {
     let mut answers = Vec::with_capacity(resources.len());
     let mut changes = Vec::new();
     let mut slots = Vec::new();
     for (resource_type, name, change) in resources {
-        if resource_type == RESOURCE_TOPIC {
-            slots.push(answers.len());
-            changes.push((name, change));
-            answers.push((ErrorCode::None.code(), None));
-        } else {
-            answers.push((
+        match resource(resource_type, &name) {
+            Ok(r) => {
+                slots.push(answers.len());
+                changes.push((r, change));
+                answers.push((ErrorCode::None.code(), None));
+            }
+            Err(why) => answers.push((
                 ErrorCode::InvalidRequest.code(),
-                Some(StrBytes::from_static_str(
-                    "only topic configs can be altered",
-                )),
-            ));
+                Some(StrBytes::from_static_str(why)),
+            )),
         }
     }
     if !changes.is_empty() {
@@ -76,7 +88,8 @@ pub async fn handle(
             )
         })
         .collect();
-    let answers = alter_topics(node, resources, req.validate_only, CatalogOp::AlterConfigs).await;
+    let answers =
+        alter_resources(node, resources, req.validate_only, CatalogOp::AlterConfigs).await;
     let mut response = IncrementalAlterConfigsResponse::default();
     for (res, (code, message)) in req.resources.into_iter().zip(answers) {
         let mut r = AlterConfigsResourceResponse::default();

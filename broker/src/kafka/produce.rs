@@ -11,9 +11,10 @@ use std::rc::Rc;
 use bytes::BytesMut;
 use strand_wire::batch::peek_total_len;
 use strand_wire::kafka::messages::produce_response::{
-    PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use strand_wire::kafka::messages::{ProduceRequest, ProduceResponse};
+use strand_wire::kafka::protocol::StrBytes;
 use strand_wire::ErrorCode;
 
 use std::future::Future;
@@ -44,8 +45,8 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
         let meta = catalog.topics.get(&name);
         let mut parts = Vec::new();
         for p in topic.partition_data {
-            let refuse = |code: ErrorCode| -> glommio::Task<Completion> {
-                glommio::spawn_local(async move { ready(Err(code)) })
+            let refuse = |code: ErrorCode| -> glommio::Task<Appended> {
+                glommio::spawn_local(async move { Appended::refused(code, Vec::new()) })
             };
             let task = match (meta, p.records) {
                 _ if !(-1..=1).contains(&acks) => refuse(ErrorCode::InvalidRequiredAcks),
@@ -79,17 +80,28 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
                         let kib = (records.len() as u64 >> 10)
                             .clamp(1, (limits::SHARD_PRODUCE_MEMORY_BYTES >> 10) as u64);
                         let permit = budget.acquire_static_permit(kib).await;
-                        let batch = BytesMut::from(&records[..]);
+                        let mut batch = BytesMut::from(&records[..]);
+                        let append_time_ms = m.log_append_time().then(|| {
+                            let now = crate::server::now_ms();
+                            stamp_log_append_time(&mut batch, now);
+                            now
+                        });
                         let node = Rc::clone(node);
                         let tp = (name.clone(), p.index);
                         glommio::spawn_local(async move {
-                            if let Err(code) = check_records(&records, compact).await {
+                            if let Err((code, record_errors)) =
+                                check_records(&records, compact, &tp).await
+                            {
                                 drop(permit);
-                                return ready(Err(code));
+                                return Appended::refused(code, record_errors);
                             }
                             let completion = node.produce(tp, batch, durable).await;
                             drop(permit);
-                            completion
+                            Appended {
+                                completion,
+                                record_errors: Vec::new(),
+                                log_append_time_ms: append_time_ms.unwrap_or(-1),
+                            }
                         })
                     }
                 }
@@ -114,20 +126,38 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
         for (name, parts) in appended {
             let mut t = TopicProduceResponse::default();
             t.name = name;
-            for (index, completion) in parts {
+            for (index, a) in parts {
                 let mut pr = PartitionProduceResponse::default();
                 pr.index = index;
-                match completion.await {
+                pr.log_append_time_ms = -1;
+                match a.completion.await {
                     Ok((base, log_start)) => {
                         pr.base_offset = base.0;
                         pr.log_start_offset = log_start.0;
+                        pr.log_append_time_ms = a.log_append_time_ms;
                     }
                     Err(code) => {
                         pr.error_code = code.code();
                         pr.base_offset = -1;
                     }
                 }
-                pr.log_append_time_ms = -1;
+                if let Some((_, first)) = a.record_errors.first() {
+                    pr.error_message = Some(StrBytes::from_string(format!(
+                        "One or more records have been rejected due to {} record errors in total, \
+                         and only showing the first 1 record errors in the response: {first}",
+                        a.record_errors.len()
+                    )));
+                }
+                pr.record_errors = a
+                    .record_errors
+                    .into_iter()
+                    .map(|(i, message)| {
+                        let mut e = BatchIndexAndErrorMessage::default();
+                        e.batch_index = i;
+                        e.batch_index_error_message = Some(StrBytes::from_string(message));
+                        e
+                    })
+                    .collect();
                 t.partition_responses.push(pr);
             }
             response.responses.push(t);
@@ -140,12 +170,50 @@ fn is_control_batch(batch: &[u8]) -> bool {
     strand_wire::BatchHeader::parse(batch).is_ok_and(|h| h.is_control())
 }
 
+/// A partition's append as the response needs it: the completion, the records refused by
+/// index (KIP-467 `record_errors`), and the LogAppendTime stamped on the batch (-1: none).
+struct Appended {
+    completion: Completion,
+    record_errors: Vec<(i32, String)>,
+    log_append_time_ms: i64,
+}
+
+impl Appended {
+    fn refused(code: ErrorCode, record_errors: Vec<(i32, String)>) -> Appended {
+        Appended {
+            completion: ready(Err(code)),
+            record_errors,
+            log_append_time_ms: -1,
+        }
+    }
+}
+
+/// `message.timestamp.type=LogAppendTime`: the batch gets the broker's clock as its
+/// `maxTimestamp` and the LogAppendTime attribute bit (clients then read that time for every
+/// record), and a new CRC — as Kafka stamps it.
+fn stamp_log_append_time(batch: &mut [u8], now_ms: i64) {
+    const LOG_APPEND_TIME: u16 = 0x08;
+    if batch.len() < strand_wire::batch::HEADER_BYTES {
+        return;
+    }
+    let attributes = u16::from_be_bytes([batch[21], batch[22]]) | LOG_APPEND_TIME;
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+    batch[35..43].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = strand_wire::batch::compute_crc(batch);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// Kafka's record validation of a produced batch (`strand_wire::validate`): counts, every
 /// record decodable, decompression bounded by `limits::PRODUCE_DECOMPRESSED_BYTES_MAX`, and a
-/// key on every record of a compacted topic. Compressed batches are decompressed on the
-/// shard's blocking thread, so a large one does not hold up the shard's other work. A batch
-/// whose CRC is wrong gets CORRUPT_MESSAGE, whatever else is wrong with it.
-async fn check_records(records: &bytes::Bytes, compact: bool) -> Result<(), ErrorCode> {
+/// key on every record of a compacted topic (those refused by index, with Kafka's message).
+/// Compressed batches are decompressed on the shard's blocking thread, so a large one does
+/// not hold up the shard's other work. A batch whose CRC is wrong gets CORRUPT_MESSAGE,
+/// whatever else is wrong with it.
+async fn check_records(
+    records: &bytes::Bytes,
+    compact: bool,
+    tp: &(String, i32),
+) -> Result<(), (ErrorCode, Vec<(i32, String)>)> {
     use strand_wire::validate::check_produced;
     let limit = limits::PRODUCE_DECOMPRESSED_BYTES_MAX;
     let compressed =
@@ -159,18 +227,26 @@ async fn check_records(records: &bytes::Bytes, compact: bool) -> Result<(), Erro
         check_produced(records, limit)
     };
     let refusal = match checked {
-        Ok(c) if compact && c.keyless => {
-            // Kafka: "Compacted topic cannot accept message without key".
-            return Err(ErrorCode::InvalidRecord);
+        Ok(c) if compact && !c.keyless.is_empty() => {
+            let message = format!(
+                "Compacted topic cannot accept message without key in topic partition {}-{}.",
+                tp.0, tp.1
+            );
+            let errors = c
+                .keyless
+                .into_iter()
+                .map(|i| (i, message.clone()))
+                .collect();
+            return Err((ErrorCode::InvalidRecord, errors));
         }
         Ok(_) => return Ok(()),
         Err(e) => e,
     };
     if let Err(e) = strand_wire::batch::validate(records) {
-        return Err(e.error_code());
+        return Err((e.error_code(), Vec::new()));
     }
     debug!(error = %refusal, "produced batch refused");
-    Err(refusal.error_code())
+    Err((refusal.error_code(), Vec::new()))
 }
 
 fn ready(o: ProduceOutcome) -> Completion {
