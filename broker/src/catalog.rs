@@ -69,15 +69,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Validates a topic config against Kafka's table ([`crate::topic_configs`]) and returns the
-/// value to store (booleans in lower case, as Kafka describes them).
-pub fn validate_config(key: &str, value: &str) -> Result<String, String> {
-    crate::topic_configs::validate(key, value)?;
-    Ok(match crate::topic_configs::find(key).map(|d| d.kind) {
-        Some(crate::topic_configs::Kind::Boolean) => value.to_ascii_lowercase(),
-        _ => value.to_string(),
-    })
-}
+pub use crate::topic_configs::normalize as validate_config;
 
 impl TopicMeta {
     /// The log settings for this topic: broker defaults overridden by topic configs.
@@ -192,8 +184,7 @@ impl TopicMeta {
     }
 }
 
-/// One config change: (name, operation, value).
-pub type ConfigChange = (String, i8, Option<String>);
+pub use crate::dynamic_configs::ConfigChange;
 
 /// A change to the catalog, as the controller receives it.
 #[derive(Clone, Debug)]

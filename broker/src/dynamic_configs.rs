@@ -3,8 +3,13 @@
 //! group's (Kafka 4.x group configs, KIP-848). The catalog keeps them (persisted with the
 //! topics); the broker and group ones are stored and described, not acted on yet, since they
 //! concern features Strand does not have (listener security, the new group protocols).
+//! Depends on `topic_configs` only; the catalog depends on it.
 
 use std::collections::BTreeMap;
+
+/// One config change: (name, operation, value). Operations are IncrementalAlterConfigs':
+/// 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
+pub type ConfigChange = (String, i8, Option<String>);
 
 /// What a config change is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,7 +54,7 @@ pub const GROUP_CONFIGS: &[(&str, &str)] = &[
 /// Checks one value for `resource` and returns what to store.
 pub fn validate(resource: &Resource, name: &str, value: &str) -> Result<String, String> {
     match resource {
-        Resource::Topic(_) => crate::catalog::validate_config(name, value),
+        Resource::Topic(_) => crate::topic_configs::normalize(name, value),
         Resource::Broker if name.is_empty() => Err("empty broker config name".into()),
         Resource::Broker => Ok(value.to_string()),
         Resource::Group(_) => {
@@ -97,7 +102,7 @@ fn is_known(resource: &Resource, name: &str) -> bool {
 pub fn apply(
     resource: &Resource,
     configs: &BTreeMap<String, String>,
-    ops: &[crate::catalog::ConfigChange],
+    ops: &[ConfigChange],
 ) -> Result<BTreeMap<String, String>, String> {
     let mut next = configs.clone();
     for (name, op, value) in ops {

@@ -233,6 +233,16 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
     }
 }
 
+/// Validates a topic config and returns the value to store (booleans in lower case, as
+/// Kafka describes them).
+pub fn normalize(name: &str, value: &str) -> Result<String, String> {
+    validate(name, value)?;
+    Ok(match find(name).map(|d| d.kind) {
+        Some(Kind::Boolean) => value.to_ascii_lowercase(),
+        _ => value.to_string(),
+    })
+}
+
 fn list_items(value: &str) -> Vec<String> {
     value
         .split(',')

@@ -67,6 +67,10 @@ pub fn records(batch: &[u8]) -> Result<Vec<RecordView<'_>>, RecordsError> {
     }
     let end = h.total_len().min(batch.len());
     let mut at = HEADER_BYTES;
+    if end < at {
+        // `batchLength` says the batch ends inside its own header (found by fuzzing).
+        return Err(RecordsError::Truncated);
+    }
     // Bounded by the bytes present, not by the (untrusted) count in the header.
     let mut out = Vec::with_capacity((h.records_count.max(0) as usize).min((end - at) / 7));
     for i in 0..h.records_count.max(0) as usize {
@@ -238,5 +242,8 @@ mod tests {
         let mut compressed = sample();
         compressed[22] |= 1;
         assert_eq!(records(&compressed), Err(RecordsError::Compressed));
+        let mut short = sample();
+        short[8..12].copy_from_slice(&20i32.to_be_bytes()); // ends inside the header
+        assert_eq!(records(&short), Err(RecordsError::Truncated));
     }
 }
