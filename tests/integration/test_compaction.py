@@ -100,7 +100,12 @@ def disk_bytes(data_dir, topic):
         if entry.rsplit("-", 1)[0] == topic:
             d = os.path.join(data_dir, entry)
             for f in os.listdir(d):
-                total += os.stat(os.path.join(d, f)).st_blocks * 512
+                # The cleaner swaps segments while we look: a file listed a
+                # moment ago may be gone (or replaced) by the time we stat it.
+                try:
+                    total += os.stat(os.path.join(d, f)).st_blocks * 512
+                except FileNotFoundError:
+                    pass
     return total
 
 
