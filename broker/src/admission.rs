@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Default)]
@@ -22,6 +23,8 @@ pub struct Admission {
     max_total: usize,
     max_per_ip: usize,
     counts: Mutex<Counts>,
+    /// Connections that have ended, ever (memory upkeep trims after closes).
+    closed: AtomicU64,
 }
 
 /// Why a connection was turned away.
@@ -60,6 +63,7 @@ impl Drop for Admitted {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         c.total = c.total.saturating_sub(1);
+        self.admission.closed.fetch_add(1, Ordering::Relaxed);
         if let Some(n) = c.per_ip.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {
@@ -79,7 +83,13 @@ impl Admission {
             max_total: max_total.min(fd_cap).max(1),
             max_per_ip: max_per_ip.max(1),
             counts: Mutex::new(Counts::default()),
+            closed: AtomicU64::new(0),
         })
+    }
+
+    /// How many admitted connections have ended since the start.
+    pub fn closed(&self) -> u64 {
+        self.closed.load(Ordering::Relaxed)
     }
 
     pub fn max_total(&self) -> usize {

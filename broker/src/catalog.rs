@@ -258,6 +258,59 @@ impl Catalog {
         }
     }
 
+    /// Partitions of all topics.
+    pub fn partition_count(&self) -> i64 {
+        self.topics.values().map(|m| i64::from(m.partitions)).sum()
+    }
+
+    /// As [`Catalog::apply`], but an item that would take the catalog past `partitions_max`
+    /// partitions in all is refused with POLICY_VIOLATION (the items before it still apply).
+    pub fn apply_within(&mut self, op: &CatalogOp, partitions_max: i64) -> Vec<OpResult> {
+        let over = |total: i64, adds: i64| {
+            Err((
+                ErrorCode::PolicyViolation,
+                format!(
+                    "the node holds {total} partitions; {adds} more would pass its limit of \
+                     {partitions_max} (topic.partitions.per.shard x shards)"
+                ),
+            ))
+        };
+        let mut total = self.partition_count();
+        match op {
+            CatalogOp::Create(topics) => topics
+                .iter()
+                .map(|t| {
+                    let adds = i64::from(t.partitions.max(0));
+                    if total + adds > partitions_max {
+                        return over(total, adds);
+                    }
+                    let r = self.create(t);
+                    if r.is_ok() {
+                        total += adds;
+                    }
+                    r
+                })
+                .collect(),
+            CatalogOp::CreatePartitions(counts) => counts
+                .iter()
+                .map(|(topic, count)| {
+                    let now = self.topics.get(topic).map_or(0, |m| m.partitions);
+                    let adds = i64::from(*count) - i64::from(now);
+                    if adds > 0 && total + adds > partitions_max {
+                        return over(total, adds);
+                    }
+                    let one = CatalogOp::CreatePartitions(vec![(topic.clone(), *count)]);
+                    let r = self.apply(&one).remove(0);
+                    if r.is_ok() {
+                        total += adds;
+                    }
+                    r
+                })
+                .collect(),
+            other => self.apply(other),
+        }
+    }
+
     fn create(&mut self, t: &NewTopic) -> OpResult {
         validate_topic_name(&t.name).map_err(|m| (ErrorCode::InvalidTopicException, m))?;
         if self.topics.contains_key(&t.name) {
@@ -431,6 +484,18 @@ mod tests {
         assert!(c.apply(&CatalogOp::CreatePartitions(vec![("a".into(), 3)]))[0].is_err());
         assert!(c.apply(&CatalogOp::Delete(vec!["a".into(), "a".into()]))[1].is_err());
         assert!(c.topics.is_empty());
+        // The partition limit refuses the item that would pass it, not the ones before.
+        let new = |name: &str, partitions| NewTopic {
+            name: name.into(),
+            partitions,
+            configs: Default::default(),
+        };
+        let r = c.apply_within(&CatalogOp::Create(vec![new("b", 3), new("c", 3)]), 5);
+        assert!(r[0].is_ok());
+        assert_eq!(r[1].as_ref().unwrap_err().0, ErrorCode::PolicyViolation);
+        let r = c.apply_within(&CatalogOp::CreatePartitions(vec![("b".into(), 6)]), 5);
+        assert_eq!(r[0].as_ref().unwrap_err().0, ErrorCode::PolicyViolation);
+        assert_eq!(c.topics.keys().collect::<Vec<_>>(), ["b"]);
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub struct BrokerConfig {
     pub max_connections: i32,
     /// `max.connections.per.ip`: client connections from one address.
     pub max_connections_per_ip: i32,
+    /// `topic.partitions.per.shard` (Redpanda's `topic_partitions_per_shard`): the node holds
+    /// at most this many partitions per shard; creating more is refused with POLICY_VIOLATION.
+    pub topic_partitions_per_shard: i32,
     /// `storage.min.free.bytes` (Redpanda's name): below this much free space on the data
     /// directory's filesystem, produce and new topics are refused.
     pub storage_min_free_bytes: u64,
@@ -100,6 +103,7 @@ impl Default for BrokerConfig {
             fetch_max_bytes: 57_671_680,
             max_connections: i32::MAX,
             max_connections_per_ip: i32::MAX,
+            topic_partitions_per_shard: 5_000,
             storage_min_free_bytes: 1 << 30,
             transaction_max_timeout_ms: 900_000,
             cleaner: CleanerConfig::default(),
@@ -170,6 +174,8 @@ pub struct FileConfig {
     pub max_connections: Option<i32>,
     #[serde(rename = "max.connections.per.ip")]
     pub max_connections_per_ip: Option<i32>,
+    #[serde(rename = "topic.partitions.per.shard")]
+    pub topic_partitions_per_shard: Option<i32>,
     #[serde(rename = "storage.min.free.bytes")]
     pub storage_min_free_bytes: Option<u64>,
     #[serde(rename = "transaction.max.timeout.ms")]
@@ -263,6 +269,10 @@ impl BrokerConfig {
         set!(self.max_connections_per_ip, f.max_connections_per_ip);
         set!(self.storage_min_free_bytes, f.storage_min_free_bytes);
         set!(
+            self.topic_partitions_per_shard,
+            f.topic_partitions_per_shard
+        );
+        set!(
             self.transaction_max_timeout_ms,
             f.transaction_max_timeout_ms
         );
@@ -324,6 +334,12 @@ impl BrokerConfig {
             return Err(ConfigError(format!(
                 "max.connections ({}) and max.connections.per.ip ({}) must be at least 1",
                 self.max_connections, self.max_connections_per_ip
+            )));
+        }
+        if self.topic_partitions_per_shard < 1 {
+            return Err(ConfigError(format!(
+                "topic.partitions.per.shard must be at least 1, got {}",
+                self.topic_partitions_per_shard
             )));
         }
         if self.fetch_max_bytes < 1024 {

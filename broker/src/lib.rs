@@ -11,6 +11,9 @@
 //!   shard 0 is the controller for catalog changes.
 //! - [`admission`] — connection limits (`max.connections`, `max.connections.per.ip`, below
 //!   the open-files limit), shared by every shard's listener.
+//! - [`auto_create`] — topic auto-creation's per-request cap and broker-wide rate.
+//! - [`memory`] — glibc allocator thresholds and `malloc_trim` after connections close.
+//! - [`helper_thread`] — a helper thread (the cleaner) leaves the shard's core.
 //! - [`disk_space`] — free space on the data directory: produce and new topics refused
 //!   below `storage.min.free.bytes`; a reserve file so a deletion can always be saved.
 //! - [`catalog`] — topics, partition counts, configs; `Catalog::apply` (sans-IO) and the file.
@@ -35,15 +38,18 @@
 //! into the hot-tail cache. `append_durable` then waits for a group-commit fdatasync.
 
 pub mod admission;
+pub mod auto_create;
 pub mod catalog;
 pub mod config;
 pub mod disk_space;
 pub mod dynamic_configs;
 pub mod group;
 pub mod group_service;
+pub mod helper_thread;
 pub mod host;
 pub mod kafka;
 pub mod limits;
+pub mod memory;
 pub mod node;
 pub mod producer_state;
 pub mod server;

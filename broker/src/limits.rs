@@ -95,7 +95,7 @@ pub const HOUSEKEEPING_SHARES: usize = 50;
 /// `SCHED_IDLE` the thread, starved by a busy shard while it holds an ext4 journal handle
 /// (allocating, renaming, fsyncing), holds up the journal commit and with it the shard's own
 /// O_DIRECT writes: p99.9 stalls of 100-200 ms. At nice 0 it is preempted but never starved;
-/// the pass leaves the shard's core (see `storage::housekeeping::lower_priority`), and
+/// the pass leaves the shard's core (see `helper_thread::leave_shard_core`), and
 /// `log.cleaner.io.max.bytes.per.second` caps it where that is not enough.
 pub const CLEANER_NICE: libc::c_int = 0;
 
@@ -110,16 +110,36 @@ pub const SLOW_IO_WARN_MS: u64 = 500;
 /// deleted (tools remove a static member, then delete its group).
 pub const EMPTY_GROUP_KEEP_MS: i64 = 600_000;
 
-/// Largest records section a produced compressed batch may decompress to (it is decompressed
-/// once, to validate its records, and then stored as sent). 64 MiB is a 1 MiB batch
-/// (`max.message.bytes`) compressed 64:1, far beyond what real payloads reach; a bomb costs
-/// at most this much memory and the time to inflate it, on the shard's blocking thread.
-pub const PRODUCE_DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
+/// Largest records section a produced compressed batch may decompress to (it is streamed
+/// through its decompressor once, to validate its records, and then stored as sent). 16 MiB
+/// is 16 times the clients' default batch size (librdkafka `batch.size` 1 MB, the Java
+/// client's 16 KB; both count uncompressed bytes). What bounds a bomb's cost is this, not
+/// memory (the walk holds one 64 KiB buffer): inflating 64 MiB of zeros took ~7 ms of a
+/// shard, and bombs paced at 50/s raised a healthy client's p99 from ~3 to ~14 ms on two
+/// cores; at 8 MiB it stayed at ~2 ms. Kafka decompresses a batch whatever its size.
+pub const PRODUCE_DECOMPRESSED_BYTES_MAX: usize = 16 << 20;
 
 /// Protocol names and metadata a group member may send in one JoinGroup (every member's
 /// metadata goes to the leader, and the group keeps it). Real subscriptions are a few KiB;
 /// 1 MiB leaves room for thousands of topics and stops a client from parking 50 MiB per member.
 pub const GROUP_MEMBER_METADATA_BYTES_MAX: usize = 1 << 20;
+
+/// The largest frame a request of `api_key` may be; a larger one closes the connection as soon
+/// as its size and API key have arrived, before its body is read. Only Produce and the
+/// batch admin APIs need `FRAME_BYTES_MAX`; JoinGroup is bounded by its protocol metadata
+/// (a 50 MiB JoinGroup was read in full, then refused), and requests with a fixed handful of
+/// fields by 1 MiB.
+pub fn request_frame_bytes_max(api_key: i16) -> usize {
+    const SMALL: usize = 1 << 20;
+    match api_key {
+        // JoinGroup: the metadata limit, plus room for ids and protocol names.
+        11 => GROUP_MEMBER_METADATA_BYTES_MAX + (64 << 10),
+        // FindCoordinator, Heartbeat, ApiVersions, InitProducerId, EndTxn,
+        // DescribeCluster: a few ids and strings.
+        10 | 12 | 18 | 22 | 26 | 60 => SMALL,
+        _ => FRAME_BYTES_MAX,
+    }
+}
 
 /// A request frame that has started arriving must be complete within this long, or the
 /// connection is closed (Kafka has no such bound; slowloris clients held partial 100 MiB
@@ -133,3 +153,42 @@ pub const DISK_CHECK_INTERVAL_MS: u64 = 1_000;
 /// The reserve file kept in the data directory and released when a catalog save meets a full
 /// disk: `topics.toml` for thousands of topics fits many times over.
 pub const DISK_RESERVE_BYTES: usize = 4 << 20;
+
+/// Memory a shard lets its connections hold beyond their free allowance: request frames over
+/// `CONNECTION_FREE_BYTES` while they are read and handled, and replies (fetch results) queued
+/// for a client that reads slowly or not at all. A connection that would go over waits (it
+/// stops reading), so memory stays bounded however many greedy clients there are; together
+/// with `SHARD_PRODUCE_MEMORY_BYTES` and the partition caches this is the broker's budget.
+pub const SHARD_CONNECTION_MEMORY_BYTES: usize = 256 << 20;
+
+/// What every connection may hold without drawing on `SHARD_CONNECTION_MEMORY_BYTES`: a
+/// request frame up to this size, and this much of queued replies. Ordinary clients (1 MB
+/// `max.request.size` / `message.max.bytes`, small fetches) then never wait behind a
+/// client that hogs the budget with 100 MiB frames or unread 50 MiB fetches.
+pub const CONNECTION_FREE_BYTES: usize = 1 << 20;
+
+/// A reply whose next 1 MiB cannot be written for this long closes the connection: the
+/// client stopped reading (Kafka clients give up on a request after 30-60 s anyway), and the
+/// replies queued for it would otherwise hold memory for as long as it stays connected.
+pub const REPLY_WRITE_TIMEOUT_MS: u64 = 60_000;
+
+/// Bytes of a reply written to the socket per write (so the timeout above measures progress,
+/// not the size of a 50 MiB fetch response).
+pub const REPLY_WRITE_CHUNK_BYTES: usize = 1 << 20;
+
+/// Topics one Metadata request may auto-create; the rest are answered LEADER_NOT_AVAILABLE
+/// (retriable: the client asks again and they are created then). One request naming 100,000
+/// topics created them all in 6.5 s and filled the disk.
+pub const AUTO_CREATE_TOPICS_PER_REQUEST: usize = 100;
+
+/// Partitions auto-creation may add per second, broker-wide (a token bucket holding at most
+/// one second's worth), in the spirit of Kafka's `controller_mutation_rate` quota. Explicit
+/// CreateTopics / CreatePartitions are not rate limited; every way is capped by
+/// `topic.partitions.per.shard`.
+pub const AUTO_CREATE_PARTITIONS_PER_SEC: u64 = 1_000;
+
+/// Allocations at least this large are mapped on their own (returned to the OS when freed),
+/// and an allocator arena returns free space at its top beyond this (`memory`). 1 MiB: a
+/// 1 MiB produce batch or fetch read costs one mmap and its page faults (~30 us), and the
+/// broker's RSS comes back after a burst instead of staying at its peak.
+pub const ALLOCATOR_MMAP_THRESHOLD_BYTES: usize = 1 << 20;

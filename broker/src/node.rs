@@ -151,6 +151,8 @@ pub struct NodeShared {
     pub admission: Arc<crate::admission::Admission>,
     /// Free space on the data directory (refreshed by shard 0).
     pub disk: Arc<crate::disk_space::DiskSpace>,
+    /// Topic auto-creation's per-request cap and rate.
+    pub auto_create: crate::auto_create::AutoCreate,
 }
 
 pub struct Node {
@@ -166,6 +168,9 @@ pub struct Node {
     pub(crate) txns: RefCell<crate::txn_service::Txns>,
     /// Produce memory budget of this shard, in KiB units (`limits::SHARD_PRODUCE_MEMORY_BYTES`).
     pub produce_memory: Rc<Semaphore>,
+    /// Connection memory budget of this shard, in KiB units: large request frames and queued
+    /// replies (`limits::SHARD_CONNECTION_MEMORY_BYTES`).
+    pub connection_memory: Rc<Semaphore>,
 }
 
 /// What a produce resolves to once the batch is as durable as asked.
@@ -187,6 +192,9 @@ impl Node {
             txns: RefCell::new(Default::default()),
             produce_memory: Rc::new(Semaphore::new(
                 (crate::limits::SHARD_PRODUCE_MEMORY_BYTES >> 10) as u64,
+            )),
+            connection_memory: Rc::new(Semaphore::new(
+                (crate::limits::SHARD_CONNECTION_MEMORY_BYTES >> 10) as u64,
             )),
         })
     }
@@ -536,7 +544,9 @@ impl Node {
             return vec![Err((ErrorCode::PolicyViolation, reason)); op_len(&op)];
         }
         let mut next = (*self.catalog()).clone();
-        let results = next.apply(&op);
+        let partitions_max = i64::from(self.config().topic_partitions_per_shard)
+            .saturating_mul(self.shards() as i64);
+        let results = next.apply_within(&op, partitions_max);
         if validate_only || !results.iter().any(Result::is_ok) {
             return results;
         }

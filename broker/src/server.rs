@@ -74,6 +74,7 @@ pub fn prepare_data_dir(dir: &Path) -> io::Result<String> {
 
 /// Runs the broker until the process is stopped.
 pub fn serve(config: BrokerConfig) -> io::Result<()> {
+    crate::memory::configure_allocator();
     let cluster_id = prepare_data_dir(&config.data_dir)?;
     let shards = shard_count(&config);
     info!(listen = %config.listen, data_dir = %config.data_dir.display(), shards, "starting strand");
@@ -98,6 +99,7 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
             usize::try_from(config.max_connections_per_ip).unwrap_or(usize::MAX),
             strand_tuning::host::nofile_limit().map(|l| l.soft),
         ),
+        auto_create: Default::default(),
     });
     info!(
         max_connections = shared.admission.max_total(),
@@ -202,16 +204,24 @@ async fn shard_main(
     }
 }
 
-/// Shard 0 keeps the free-space reading fresh for every shard, and the reserve file in place.
+/// Shard 0 keeps the free-space reading fresh for every shard and the reserve file in place,
+/// and returns freed memory to the OS after connections close (`memory`).
 fn spawn_disk_watch(node: Rc<Node>) {
     let dir = node.config().data_dir.clone();
     glommio::spawn_local(async move {
+        let mut closed_seen = 0;
         loop {
             let (disk, dir) = (Arc::clone(&node.shared.disk), dir.clone());
+            let closed = node.shared.admission.closed();
+            let trim = closed != closed_seen;
+            closed_seen = closed;
             let _ = glommio::executor()
                 .spawn_blocking(move || {
                     if !disk.refresh() {
                         crate::disk_space::ensure_reserve(&dir);
+                    }
+                    if trim {
+                        crate::memory::return_freed_memory();
                     }
                 })
                 .await;

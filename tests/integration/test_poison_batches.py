@@ -3,79 +3,17 @@ LogValidator refuses them: lying record counts and offset deltas, garbage record
 flag on data that is not compressed that way, a decompression bomb. Sent on a raw socket
 (no client would build them); afterwards a real client reads back exactly the good records."""
 import gzip
-import socket
-import struct
 import uuid
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-
-def _crc32c_table():
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-TABLE = _crc32c_table()
-
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
-def varint(n):
-    n = (n << 1) ^ (n >> 63)  # zig-zag
-    out = b""
-    while True:
-        if n < 0x80:
-            return out + bytes([n])
-        out += bytes([(n & 0x7F) | 0x80])
-        n >>= 7
-
-
-def record(index, key, value):
-    body = b"\x00" + varint(0) + varint(index) + varint(len(key)) + key + varint(len(value)) \
-        + value + varint(0)
-    return varint(len(body)) + body
-
-
-def batch(records_section, count, last_delta, attributes=0):
-    """A v2 batch with a correct CRC over whatever it is given."""
-    after_crc = (struct.pack(">hiqqqhii", attributes, last_delta, 1000, 1000, -1, -1, -1, count)
-                 + records_section)
-    head = struct.pack(">iB", 0, 2)  # partition leader epoch, magic
-    crc = crc32c(after_crc)
-    body = head + struct.pack(">I", crc) + after_crc
-    return struct.pack(">qi", 0, len(body)) + body
-
-
-def s(text):
-    return struct.pack(">h", len(text)) + text.encode()
+import kafka_raw
+from kafka_raw import batch, record
 
 
 def produce(broker, topic, records):
-    """Produce v3, acks=-1, one partition: the partition's error code."""
-    body = (struct.pack(">hhi", 0, 3, 7) + s("poison") + struct.pack(">h", -1)
-            + struct.pack(">hi", -1, 10000) + struct.pack(">i", 1) + s(topic)
-            + struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", len(records)) + records)
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as sock:
-        sock.sendall(struct.pack(">i", len(body)) + body)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = sock.recv(65536)
-            assert chunk, "connection closed"
-            data += chunk
-    at = 8 + 4  # size, correlation id, topics count
-    at += 2 + struct.unpack(">h", data[at:at + 2])[0] + 4 + 4  # name, partitions, index
-    return struct.unpack(">h", data[at:at + 2])[0]
+    return kafka_raw.produce(broker.port, topic, records)
 
 
 INVALID_RECORD, CORRUPT_MESSAGE = 87, 2

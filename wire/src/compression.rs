@@ -150,6 +150,24 @@ pub fn decompress_bounded(
     }
 }
 
+/// A reader of `data` decompressed, for the codecs that stream (gzip, LZ4 frames, zstd):
+/// validation walks the records through it without holding the whole output. `None` for
+/// snappy, whose Kafka framings are block formats (their size is known before decoding, and
+/// snappy cannot compress more than ~21:1, so no bomb gets far).
+pub fn decompressing_reader<'a>(
+    codec: Compression,
+    data: &'a [u8],
+) -> Result<Option<Box<dyn Read + 'a>>, CodecError> {
+    Ok(match codec {
+        Compression::Gzip => Some(Box::new(flate2::read::GzDecoder::new(data))),
+        Compression::Lz4 => Some(Box::new(lz4_flex::frame::FrameDecoder::new(data))),
+        Compression::Zstd => Some(Box::new(
+            zstd::stream::read::Decoder::new(data).map_err(|e| err(codec, e))?,
+        )),
+        Compression::None | Compression::Snappy => None,
+    })
+}
+
 /// Compresses an uncompressed batch's records section: same header (codec bits set), new
 /// length and CRC.
 pub fn compress_batch(batch: &[u8], codec: Compression) -> Result<Vec<u8>, CodecError> {

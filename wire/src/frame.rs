@@ -44,6 +44,23 @@ impl FrameReader {
         &mut self.buf
     }
 
+    /// The declared size of a frame whose size prefix has arrived but whose body has not (all
+    /// of it), so the caller can budget for it before reading the rest.
+    pub fn pending_frame_bytes(&self) -> Option<usize> {
+        if self.buf.len() < 4 {
+            return None;
+        }
+        let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        let size = usize::try_from(size).ok()?;
+        (self.buf.len() < 4 + size).then_some(size)
+    }
+
+    /// Bytes of the pending frame (size prefix included) not buffered yet; 0 when none.
+    pub fn pending_frame_missing(&self) -> usize {
+        self.pending_frame_bytes()
+            .map_or(0, |size| 4 + size - self.buf.len())
+    }
+
     /// The next whole frame, if one is buffered. Frames are split off the buffer (no copy).
     pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
         if self.buf.len() < 4 {
@@ -75,6 +92,8 @@ mod tests {
         let mut r = FrameReader::new(100);
         r.buffer().extend_from_slice(&[0, 0, 0, 3, b'a', b'b']);
         assert_eq!(r.next_frame(), Ok(None));
+        assert_eq!(r.pending_frame_bytes(), Some(3));
+        assert_eq!(r.pending_frame_missing(), 1);
         r.buffer().extend_from_slice(&[b'c', 0, 0, 0, 0, 0, 0]);
         assert_eq!(r.next_frame(), Ok(Some(Bytes::from_static(b"abc"))));
         assert_eq!(r.next_frame(), Ok(Some(Bytes::new())));

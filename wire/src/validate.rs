@@ -10,6 +10,9 @@
 //!   deltas, key, value, headers — whose declared length matches what it holds, with offset
 //!   deltas 0, 1, 2, ... and nothing after the last one.
 //!
+//! Compressed sections are walked through a decompressing reader (gzip, LZ4, zstd), so a
+//! bomb costs the time to inflate up to `max_plain_bytes` but never that much memory.
+//!
 //! Sans-IO like the rest of the crate: the broker decides where to run it (compressed batches
 //! on a helper thread, since decompression can take a while).
 
@@ -17,7 +20,7 @@ use std::fmt;
 
 use crate::batch::Compression;
 use crate::batch::{BatchHeader, HEADER_BYTES};
-use crate::compression::decompress_bounded;
+use crate::compression::{decompress_bounded, decompressing_reader};
 use crate::varint::get_varlong;
 
 /// Why a produced batch is refused, and the Kafka error the producer gets.
@@ -63,8 +66,23 @@ pub struct Checked {
     pub plain_bytes: usize,
 }
 
-/// Checks a produced batch whose header and CRC `crate::batch::validate` accepted.
+/// Checks a produced batch whose header and CRC `crate::batch::validate` accepted, all at
+/// once (see [`check_produced_yielding`]).
 pub fn check_produced(batch: &[u8], max_plain_bytes: usize) -> Result<Checked, Invalid> {
+    futures_lite::future::block_on(check_produced_yielding(batch, max_plain_bytes, || {
+        std::future::ready(())
+    }))
+}
+
+/// Checks a produced batch, awaiting `yield_now()` after every `YIELD_EVERY_BYTES` of
+/// decompressed output: a runtime passes its own yield, so a large compressed batch (or a
+/// bomb) is checked on the thread that received it without holding that thread's other
+/// work for more than a moment.
+pub async fn check_produced_yielding<Y: std::future::Future<Output = ()>>(
+    batch: &[u8],
+    max_plain_bytes: usize,
+    yield_now: impl FnMut() -> Y,
+) -> Result<Checked, Invalid> {
     let h = BatchHeader::parse(batch).map_err(|e| Invalid::Record(e.to_string()))?;
     if h.records_count < 1 {
         return Err(Invalid::Counts(format!(
@@ -81,81 +99,274 @@ pub fn check_produced(batch: &[u8], max_plain_bytes: usize) -> Result<Checked, I
     let end = h.total_len().min(batch.len());
     let section = &batch[HEADER_BYTES.min(end)..end];
     let codec = h.compression().map_err(|e| Invalid::Codec(e.to_string()))?;
-    let plain;
-    let body: &[u8] = if codec == Compression::None {
-        section
-    } else {
-        plain = decompress_bounded(codec, section, max_plain_bytes).map_err(|e| {
-            if e.0.contains("size limit") {
-                Invalid::TooLarge {
-                    limit: max_plain_bytes,
-                }
-            } else {
-                Invalid::Codec(format!("records do not decompress: {e}"))
+    let count = h.records_count as usize;
+    let codec_error = |e: String| {
+        if e.contains("size limit") {
+            Invalid::TooLarge {
+                limit: max_plain_bytes,
             }
-        })?;
-        &plain
+        } else {
+            Invalid::Codec(format!("records do not decompress: {e}"))
+        }
     };
-    let mut at = 0;
+    if codec == Compression::None {
+        return walk(
+            &mut Slice {
+                data: section,
+                at: 0,
+            },
+            count,
+        )
+        .await;
+    }
+    match decompressing_reader(codec, section).map_err(|e| codec_error(e.0))? {
+        // Streamed: memory stays at one buffer however large the output.
+        Some(reader) => {
+            walk(
+                &mut Stream {
+                    reader,
+                    buf: vec![0; STREAM_BUFFER_BYTES],
+                    pos: 0,
+                    len: 0,
+                    consumed: 0,
+                    limit: max_plain_bytes as u64,
+                    since_yield: 0,
+                    yield_now,
+                },
+                count,
+            )
+            .await
+        }
+        None => {
+            let plain = decompress_bounded(codec, section, max_plain_bytes)
+                .map_err(|e| codec_error(e.0))?;
+            walk(
+                &mut Slice {
+                    data: &plain,
+                    at: 0,
+                },
+                count,
+            )
+            .await
+        }
+    }
+}
+
+/// Buffer of the streaming walk over a decompressing reader.
+const STREAM_BUFFER_BYTES: usize = 64 << 10;
+
+/// Where the records are read from: a slice (plain batches) or a decompressing stream. Both
+/// count what they have consumed; `Ok(None)` / `Ok(false)` means the bytes ran out.
+trait Source {
+    async fn varint(&mut self) -> Result<Option<i64>, Invalid>;
+    async fn skip(&mut self, n: u64) -> Result<bool, Invalid>;
+    fn consumed(&self) -> u64;
+    async fn at_end(&mut self) -> Result<bool, Invalid>;
+}
+
+struct Slice<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl Source for Slice<'_> {
+    async fn varint(&mut self) -> Result<Option<i64>, Invalid> {
+        Ok(get_varlong(&self.data[self.at..]).map(|(v, n)| {
+            self.at += n;
+            v
+        }))
+    }
+
+    async fn skip(&mut self, n: u64) -> Result<bool, Invalid> {
+        let left = (self.data.len() - self.at) as u64;
+        if n > left {
+            return Ok(false);
+        }
+        self.at += n as usize;
+        Ok(true)
+    }
+
+    fn consumed(&self) -> u64 {
+        self.at as u64
+    }
+
+    async fn at_end(&mut self) -> Result<bool, Invalid> {
+        Ok(self.at == self.data.len())
+    }
+}
+
+/// Decompressed output between two yields.
+pub const YIELD_EVERY_BYTES: u64 = 256 << 10;
+
+struct Stream<'a, F> {
+    reader: Box<dyn std::io::Read + 'a>,
+    buf: Vec<u8>,
+    pos: usize,
+    len: usize,
+    consumed: u64,
+    limit: u64,
+    since_yield: u64,
+    yield_now: F,
+}
+
+impl<F, Y> Stream<'_, F>
+where
+    F: FnMut() -> Y,
+    Y: std::future::Future<Output = ()>,
+{
+    /// Refills the buffer when it is used up; `false` at the end of the output.
+    async fn fill(&mut self) -> Result<bool, Invalid> {
+        if self.pos < self.len {
+            return Ok(true);
+        }
+        if self.since_yield >= YIELD_EVERY_BYTES {
+            self.since_yield = 0;
+            (self.yield_now)().await;
+        }
+        let n = loop {
+            match self.reader.read(&mut self.buf) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Invalid::Codec(format!("records do not decompress: {e}"))),
+            }
+        };
+        (self.pos, self.len) = (0, n);
+        self.since_yield += n as u64;
+        Ok(n > 0)
+    }
+
+    fn take(&mut self, n: usize) {
+        self.pos += n;
+        self.consumed += n as u64;
+    }
+
+    fn check_limit(&self) -> Result<(), Invalid> {
+        if self.consumed > self.limit {
+            return Err(Invalid::TooLarge {
+                limit: self.limit as usize,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl<F, Y> Source for Stream<'_, F>
+where
+    F: FnMut() -> Y,
+    Y: std::future::Future<Output = ()>,
+{
+    async fn varint(&mut self) -> Result<Option<i64>, Invalid> {
+        let mut bytes = [0u8; 10];
+        for i in 0..bytes.len() {
+            if !self.fill().await? {
+                return Ok(None);
+            }
+            bytes[i] = self.buf[self.pos];
+            self.take(1);
+            if bytes[i] & 0x80 == 0 {
+                self.check_limit()?;
+                return Ok(get_varlong(&bytes[..=i]).map(|(v, _)| v));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn skip(&mut self, mut n: u64) -> Result<bool, Invalid> {
+        while n > 0 {
+            if !self.fill().await? {
+                return Ok(false);
+            }
+            let step = n.min((self.len - self.pos) as u64) as usize;
+            self.take(step);
+            self.check_limit()?;
+            n -= step as u64;
+        }
+        Ok(true)
+    }
+
+    fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    async fn at_end(&mut self) -> Result<bool, Invalid> {
+        Ok(!self.fill().await?)
+    }
+}
+
+/// Walks `count` records and requires the section to end right after the last one.
+async fn walk(s: &mut impl Source, count: usize) -> Result<Checked, Invalid> {
     let mut keyless = Vec::new();
-    for i in 0..h.records_count as usize {
-        let (next, has_key) = record(body, at, i)
+    for i in 0..count {
+        let has_key = record(s, i)
+            .await?
             .ok_or_else(|| Invalid::Record(format!("record {i} is malformed")))?;
         if !has_key {
             keyless.push(i as i32);
         }
-        at = next;
     }
-    if at != body.len() {
+    if !s.at_end().await? {
         return Err(Invalid::Record(format!(
-            "{} bytes after the last of {} records",
-            body.len() - at,
-            h.records_count
+            "bytes after the last of {count} records"
         )));
     }
     Ok(Checked {
         keyless,
-        plain_bytes: body.len(),
+        plain_bytes: s.consumed() as usize,
     })
 }
 
-/// Decodes record `index` at `start`: where the next one starts, and whether it has a key.
-fn record(body: &[u8], start: usize, index: usize) -> Option<(usize, bool)> {
-    let mut at = start;
-    let varint = |at: &mut usize, stop: usize| -> Option<i64> {
-        let (v, n) = get_varlong(body.get(*at..stop)?)?;
-        *at += n;
-        Some(v)
+/// Decodes record `index`: whether it has a key, or `None` if it is malformed.
+async fn record(s: &mut impl Source, index: usize) -> Result<Option<bool>, Invalid> {
+    let Some(len) = s.varint().await?.and_then(|l| u64::try_from(l).ok()) else {
+        return Ok(None);
     };
-    let len = usize::try_from(varint(&mut at, body.len())?).ok()?;
-    let end = at.checked_add(len).filter(|&e| e <= body.len())?;
-    at = at.checked_add(1).filter(|&a| a <= end)?; // attributes
-    let _timestamp_delta = varint(&mut at, end)?;
-    if varint(&mut at, end)? != index as i64 {
-        return None; // offset deltas must run 0, 1, 2, ...
+    let end = s.consumed().saturating_add(len);
+    // attributes, timestamp delta, then the offset delta, which must run 0, 1, 2, ...
+    if !s.skip(1).await?
+        || s.varint().await?.is_none()
+        || s.varint().await? != Some(index as i64)
+        || s.consumed() > end
+    {
+        return Ok(None);
     }
-    let bytes = |at: &mut usize, nullable: bool| -> Option<bool> {
-        let n = varint(at, end)?;
-        if n < 0 {
-            return nullable.then_some(false);
-        }
-        *at = at
-            .checked_add(usize::try_from(n).ok()?)
-            .filter(|&s| s <= end)?;
-        Some(true)
+    // Key, value, then each header's key (never null) and value: a length, then the bytes.
+    let Some(has_key) = field(s, end, true).await? else {
+        return Ok(None);
     };
-    let has_key = bytes(&mut at, true)?;
-    bytes(&mut at, true)?; // value
-    let headers = varint(&mut at, end)?;
-    if headers < 0 {
-        return None;
+    if field(s, end, true).await?.is_none() {
+        return Ok(None);
+    }
+    let Some(headers) = s.varint().await? else {
+        return Ok(None);
+    };
+    if headers < 0 || s.consumed() > end {
+        return Ok(None);
     }
     for _ in 0..headers {
-        // A header key is a non-null string; its value may be null.
-        bytes(&mut at, false)?;
-        bytes(&mut at, true)?;
+        if field(s, end, false).await?.is_none()
+            || field(s, end, true).await?.is_none()
+            || s.consumed() > end
+        {
+            return Ok(None);
+        }
     }
-    (at == end).then_some((end, has_key))
+    Ok((s.consumed() == end).then_some(has_key))
+}
+
+/// A length-prefixed field of a record ending at `end`: `Some(present)`, or `None` if
+/// malformed (a null where none is allowed, or bytes past the record's end).
+async fn field(s: &mut impl Source, end: u64, nullable: bool) -> Result<Option<bool>, Invalid> {
+    let Some(n) = s.varint().await? else {
+        return Ok(None);
+    };
+    if n < 0 {
+        return Ok(nullable.then_some(false));
+    }
+    let n = n as u64;
+    if s.consumed().saturating_add(n) > end || !s.skip(n).await? {
+        return Ok(None);
+    }
+    Ok(Some(true))
 }
 
 #[cfg(test)]

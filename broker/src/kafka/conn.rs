@@ -13,15 +13,24 @@
 //! (or the idle limit, if lower): a client that sends half a frame and stops holds its buffer
 //! no longer than that.
 //!
+//! Memory: a request frame over `limits::CONNECTION_FREE_BYTES` is read only once the shard's
+//! connection budget (`limits::SHARD_CONNECTION_MEMORY_BYTES`) covers it, and a ready reply
+//! (a fetch result) queued beyond a connection's free allowance holds budget until written;
+//! a connection over budget stops reading until others give some back. A reply that makes no
+//! progress for `limits::REPLY_WRITE_TIMEOUT_MS` closes the connection (the client stopped
+//! reading), which frees what its queue held.
+//!
 //! Anything that does not parse as Kafka — a bad frame size, an unknown API, a body that does
 //! not decode — is logged with the peer address and the connection is closed once the replies
 //! already queued are written; other connections are unaffected.
 
+use std::cell::Cell;
 use std::io;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use futures_channel::mpsc;
+use bytes::Bytes;
+use futures_channel::{mpsc, oneshot};
 use futures_lite::io::{ReadHalf, WriteHalf};
 use futures_lite::{AsyncReadExt, AsyncWriteExt, StreamExt};
 use glommio::net::TcpStream;
@@ -36,17 +45,36 @@ use super::{api_versions, handle, supported, PendingReply, Reply};
 use crate::limits;
 use crate::node::Node;
 
-/// Bytes requested from the socket per read.
-const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Bytes requested from the socket per read while no frame is partly read (a frame's size is
+/// then known and the rest is read in pieces of up to `limits::REPLY_WRITE_CHUNK_BYTES`).
+/// Small, because an idle connection holds this buffer while it waits.
+const READ_CHUNK_BYTES: usize = 16 << 10;
 
 /// A reply on its way to the writer, with what it needs to be encoded.
 struct Queued {
     api: ApiKey,
     version: i16,
     correlation_id: i32,
-    reply: PendingReply,
+    reply: Outgoing,
     /// Holds one of the connection's in-flight slots until written.
     _slot: StaticPermit,
+}
+
+enum Outgoing {
+    /// Encoded already (everything but a produce waiting for its append): `bytes` counted in
+    /// the connection's queued total, `budget` what it holds of the shard's memory budget.
+    Ready {
+        segments: Vec<Bytes>,
+        bytes: usize,
+        _budget: Option<StaticPermit>,
+    },
+    Later(PendingReply),
+}
+
+/// Memory permits are counted in KiB, rounded up, and never more than the whole budget.
+fn budget_kib(bytes: usize) -> u64 {
+    let kib = bytes.div_ceil(1024) as u64;
+    kib.min((limits::SHARD_CONNECTION_MEMORY_BYTES >> 10) as u64)
 }
 
 pub async fn serve(node: Rc<Node>, stream: TcpStream) -> io::Result<()> {
@@ -57,8 +85,23 @@ pub async fn serve(node: Rc<Node>, stream: TcpStream) -> io::Result<()> {
     let _ = stream.set_nodelay(true);
     let (reader, writer) = futures_lite::io::split(stream);
     let (tx, rx) = mpsc::unbounded();
-    let writing = glommio::spawn_local(write_replies(writer, rx, peer.clone()));
-    let read_result = read_requests(&node, reader, tx, &peer).await;
+    let queued = Rc::new(Cell::new(0usize));
+    let (stopped_tx, stopped_rx) = oneshot::channel::<()>();
+    let writing = glommio::spawn_local({
+        let (queued, peer) = (Rc::clone(&queued), peer.clone());
+        async move {
+            let result = write_replies(writer, rx, queued, peer).await;
+            drop(stopped_tx); // a writer that gives up stops the reader too
+            result
+        }
+    });
+    // The reader ends at the client's EOF, on bad input, or when the writer has stopped.
+    let read_result =
+        futures_lite::future::or(read_requests(&node, reader, tx, &queued, &peer), async {
+            let _ = stopped_rx.await;
+            Ok(())
+        })
+        .await;
     let write_result = writing.await;
     read_result.and(write_result)
 }
@@ -67,6 +110,7 @@ async fn read_requests(
     node: &Rc<Node>,
     mut stream: ReadHalf<TcpStream>,
     tx: mpsc::UnboundedSender<Queued>,
+    queued: &Rc<Cell<usize>>,
     peer: &str,
 ) -> io::Result<()> {
     let slots = Rc::new(Semaphore::new(
@@ -76,6 +120,7 @@ async fn read_requests(
     let idle_ms = u64::try_from(node.config().connections_max_idle_ms).unwrap_or(u64::MAX);
     let all_slots = limits::IN_FLIGHT_REQUESTS_PER_CONNECTION as u64;
     let mut frame_started: Option<Instant> = None;
+    let mut frame_budget: Option<StaticPermit> = None;
     loop {
         let frame = loop {
             match reader.next_frame() {
@@ -86,6 +131,35 @@ async fn read_requests(
                     return Ok(());
                 }
             }
+            if let Some(size) = reader.pending_frame_bytes() {
+                let buf = reader.buffer();
+                let api_key = (buf.len() >= 6).then(|| i16::from_be_bytes([buf[4], buf[5]]));
+                if let Some(api_key) = api_key {
+                    let max = limits::request_frame_bytes_max(api_key);
+                    if size > max {
+                        warn!(%peer, api_key, size, max, "request frame too large for its API; closing connection");
+                        return Ok(());
+                    }
+                }
+                if size > limits::CONNECTION_FREE_BYTES
+                    && frame_budget.is_none()
+                    && api_key.is_some()
+                {
+                    // A large frame is read only with budget for all of it; waiting for the
+                    // budget does not count against the client's frame time.
+                    frame_budget = Some(
+                        node.connection_memory
+                            .acquire_static_permit(budget_kib(size))
+                            .await
+                            .map_err(|e| io::Error::other(e.to_string()))?,
+                    );
+                    frame_started = Some(Instant::now());
+                }
+            }
+            let chunk = match reader.pending_frame_missing() {
+                0 => READ_CHUNK_BYTES,
+                missing => missing.min(limits::REPLY_WRITE_CHUNK_BYTES),
+            };
             let buf = reader.buffer();
             let len = buf.len();
             // How long this read may wait: the rest of a started frame's time, or the idle
@@ -105,7 +179,7 @@ async fn read_requests(
             } else {
                 None
             };
-            buf.resize(len + READ_CHUNK_BYTES, 0);
+            buf.resize(len + chunk, 0);
             let read = stream.read(&mut buf[len..]);
             let outcome = match wait {
                 Some((limit, why)) => {
@@ -132,8 +206,15 @@ async fn read_requests(
             if n == 0 {
                 return Ok(());
             }
+            if reader.pending_frame_missing() > 0 {
+                // A large frame arriving as fast as the socket gives it (each read returns
+                // at once) must not keep the shard from its other connections.
+                glommio::executor().yield_task_queue_now().await;
+            }
         };
         frame_started = None;
+        // Held until the request is handled (the frame's bytes are copied or dropped by then).
+        let _frame_budget = frame_budget.take();
         let slot = slots
             .acquire_static_permit(1)
             .await
@@ -147,71 +228,135 @@ async fn read_requests(
             return Ok(());
         };
         let version = prefix.api_version;
-        let queue = |version: i16, reply: PendingReply, slot: StaticPermit| {
-            let q = Queued {
-                api,
-                version,
-                correlation_id: prefix.correlation_id,
-                reply,
-                _slot: slot,
-            };
-            tx.unbounded_send(q)
-                .map_err(|_| io::Error::other("writer gone"))
-        };
+        let correlation_id = prefix.correlation_id;
         let in_range = supported(api).is_some_and(|(lo, hi)| version >= lo && version <= hi);
-        if !in_range {
-            if api == ApiKey::ApiVersions {
-                // KIP-511: answer at v0 with the table, so the client can pick a version.
-                let table = api_versions::handle(ErrorCode::UnsupportedVersion.code());
-                let reply = Reply::Kind(Box::new(ResponseKind::ApiVersions(table)));
-                queue(0, Box::pin(std::future::ready(reply)), slot)?;
-                continue;
-            }
+        let (version, mut pending) = if in_range {
+            let (header, _, request) = match decode_request(frame) {
+                Ok(x) => x,
+                Err(e) => {
+                    warn!(%peer, error = %e, "undecodable request; closing connection");
+                    return Ok(());
+                }
+            };
+            debug!(%peer, ?api, version, correlation_id, "request");
+            (version, handle(node, &header, request).await)
+        } else if api == ApiKey::ApiVersions {
+            // KIP-511: answer at v0 with the table, so the client can pick a version.
+            let table = api_versions::handle(ErrorCode::UnsupportedVersion.code());
+            let reply = Reply::Kind(Box::new(ResponseKind::ApiVersions(table)));
+            (0, Box::pin(std::future::ready(reply)) as PendingReply)
+        } else {
             warn!(%peer, ?api, version, "unsupported API or version; closing connection");
             return Ok(());
-        }
-        let (header, _, request) = match decode_request(frame) {
-            Ok(x) => x,
-            Err(e) => {
-                warn!(%peer, error = %e, "undecodable request; closing connection");
-                return Ok(());
-            }
         };
-        debug!(%peer, ?api, version, correlation_id = header.correlation_id, "request");
-        let pending = handle(node, &header, request).await;
-        queue(version, pending, slot)?;
+        let reply = match futures_lite::future::poll_once(&mut pending).await {
+            Some(reply) => {
+                let Some(segments) = encode(api, version, correlation_id, reply, peer)? else {
+                    continue; // nothing goes back (acks=0)
+                };
+                let bytes: usize = segments.iter().map(Bytes::len).sum();
+                let before = queued.get();
+                let over = (before + bytes).saturating_sub(limits::CONNECTION_FREE_BYTES)
+                    - before.saturating_sub(limits::CONNECTION_FREE_BYTES);
+                let budget = if over > 0 {
+                    Some(
+                        node.connection_memory
+                            .acquire_static_permit(budget_kib(over))
+                            .await
+                            .map_err(|e| io::Error::other(e.to_string()))?,
+                    )
+                } else {
+                    None
+                };
+                queued.set(queued.get() + bytes);
+                Outgoing::Ready {
+                    segments,
+                    bytes,
+                    _budget: budget,
+                }
+            }
+            None => Outgoing::Later(pending),
+        };
+        let q = Queued {
+            api,
+            version,
+            correlation_id,
+            reply,
+            _slot: slot,
+        };
+        tx.unbounded_send(q)
+            .map_err(|_| io::Error::other("writer gone"))?;
     }
+}
+
+/// A reply as the segments to write, or `None` when nothing goes back.
+fn encode(
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    reply: Reply,
+    peer: &str,
+) -> io::Result<Option<Vec<Bytes>>> {
+    match reply {
+        Reply::Kind(body) => {
+            let bytes = encode_response(api, version, correlation_id, &body).map_err(|e| {
+                io::Error::other(format!("cannot encode {api:?} v{version} response: {e}"))
+            })?;
+            Ok(Some(vec![bytes.freeze()]))
+        }
+        // Record sets are slices of the log's own buffers: written as they are.
+        Reply::Segments(segments) => Ok(Some(segments)),
+        Reply::Nothing => Ok(None),
+        Reply::Unhandled => {
+            tracing::error!(%peer, ?api, version, "API in the supported table has no handler; closing connection");
+            Err(io::Error::other("unhandled API"))
+        }
+    }
+}
+
+/// Writes `bytes` in pieces, each of which must go out within `limits::REPLY_WRITE_TIMEOUT_MS`.
+async fn write_timed(stream: &mut WriteHalf<TcpStream>, bytes: &[u8]) -> io::Result<()> {
+    for piece in bytes.chunks(limits::REPLY_WRITE_CHUNK_BYTES) {
+        let timer = async {
+            glommio::timer::sleep(Duration::from_millis(limits::REPLY_WRITE_TIMEOUT_MS)).await;
+            Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client has not read its replies (a reply made no progress for REPLY_WRITE_TIMEOUT_MS)",
+            ))
+        };
+        futures_lite::future::or(stream.write_all(piece), timer).await?;
+    }
+    Ok(())
 }
 
 async fn write_replies(
     mut stream: WriteHalf<TcpStream>,
     mut rx: mpsc::UnboundedReceiver<Queued>,
+    queued: Rc<Cell<usize>>,
     peer: String,
 ) -> io::Result<()> {
     while let Some(q) = rx.next().await {
-        match q.reply.await {
-            Reply::Kind(body) => {
-                let bytes =
-                    encode_response(q.api, q.version, q.correlation_id, &body).map_err(|e| {
-                        io::Error::other(format!(
-                            "cannot encode {:?} v{} response: {e}",
-                            q.api, q.version
-                        ))
-                    })?;
-                stream.write_all(&bytes).await?;
-            }
-            Reply::Segments(segments) => {
-                // Record sets are slices of the log's own buffers: written as they are.
-                for s in &segments {
-                    stream.write_all(s).await?;
+        let (segments, bytes) = match q.reply {
+            Outgoing::Ready {
+                segments, bytes, ..
+            } => (segments, bytes),
+            Outgoing::Later(pending) => {
+                match encode(q.api, q.version, q.correlation_id, pending.await, &peer) {
+                    Ok(Some(segments)) => (segments, 0),
+                    Ok(None) => continue,
+                    Err(_) => return Ok(()),
                 }
             }
-            Reply::Nothing => continue,
-            Reply::Unhandled => {
-                tracing::error!(%peer, api = ?q.api, version = q.version, "API in the supported table has no handler; closing connection");
-                return Ok(());
+        };
+        for s in &segments {
+            if let Err(e) = write_timed(&mut stream, s).await {
+                if e.kind() == io::ErrorKind::TimedOut {
+                    debug!(%peer, queued = queued.get(), "closing connection: {e}");
+                }
+                return Err(e);
             }
         }
+        queued.set(queued.get() - bytes);
         stream.flush().await?;
     }
     stream.flush().await?;

@@ -13,6 +13,7 @@ use strand_wire::ErrorCode;
 use super::{advertised, authorized, is_internal_topic, NODE_ID};
 use crate::catalog::{CatalogOp, NewTopic};
 use crate::node::Node;
+use tracing::debug;
 
 pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> MetadataResponse {
     // v0 sends an empty list to mean "all topics"; v1+ sends null for that.
@@ -25,11 +26,16 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
         _ => None,
     };
     let allow_create = version < 4 || req.allow_auto_topic_creation;
+    // Topics auto-creation left for a later request: LEADER_NOT_AVAILABLE, which clients retry.
+    let mut deferred = std::collections::HashSet::new();
     if let Some(names) = &requested {
         let catalog = node.catalog();
         let missing: Vec<NewTopic> = names
             .iter()
             .filter(|n| !catalog.topics.contains_key(*n))
+            .filter(|n| crate::catalog::validate_topic_name(n).is_ok())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .map(|n| NewTopic {
                 name: n.clone(),
                 partitions: node.config().num_partitions,
@@ -37,7 +43,24 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
             })
             .collect();
         if allow_create && node.config().auto_create_topics && !missing.is_empty() {
-            node.change_catalog(CatalogOp::Create(missing), false).await;
+            let sizes: Vec<i32> = missing.iter().map(|t| t.partitions).collect();
+            let admitted = node
+                .shared
+                .auto_create
+                .admit(crate::server::now_ms(), &sizes);
+            deferred = missing[admitted..].iter().map(|t| t.name.clone()).collect();
+            if admitted < missing.len() {
+                debug!(
+                    admitted,
+                    deferred = deferred.len(),
+                    "topic auto-creation limited (per request and per second)"
+                );
+            }
+            let mut missing = missing;
+            missing.truncate(admitted);
+            if !missing.is_empty() {
+                node.change_catalog(CatalogOp::Create(missing), false).await;
+            }
         }
     }
     let catalog = node.catalog();
@@ -62,6 +85,8 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
             None => {
                 t.error_code = if crate::catalog::validate_topic_name(&name).is_err() {
                     ErrorCode::InvalidTopicException.code()
+                } else if deferred.contains(&name) {
+                    ErrorCode::LeaderNotAvailable.code()
                 } else {
                     ErrorCode::UnknownTopicOrPartition.code()
                 };

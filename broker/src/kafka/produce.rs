@@ -206,23 +206,27 @@ fn stamp_log_append_time(batch: &mut [u8], now_ms: i64) {
 /// Kafka's record validation of a produced batch (`strand_wire::validate`): counts, every
 /// record decodable, decompression bounded by `limits::PRODUCE_DECOMPRESSED_BYTES_MAX`, and a
 /// key on every record of a compacted topic (those refused by index, with Kafka's message).
-/// Compressed batches are decompressed on the shard's blocking thread, so a large one does
-/// not hold up the shard's other work. A batch whose CRC is wrong gets CORRUPT_MESSAGE,
+/// Compressed batches are streamed through their decompressor (memory stays at one buffer)
+/// on the shard, which yields every MiB of output so a large one does not hold up the
+/// shard's other work. A batch whose CRC is wrong gets CORRUPT_MESSAGE,
 /// whatever else is wrong with it.
 async fn check_records(
     records: &bytes::Bytes,
     compact: bool,
     tp: &(String, i32),
 ) -> Result<(), (ErrorCode, Vec<(i32, String)>)> {
-    use strand_wire::validate::check_produced;
+    use strand_wire::validate::{check_produced, check_produced_yielding};
     let limit = limits::PRODUCE_DECOMPRESSED_BYTES_MAX;
     let compressed =
         strand_wire::BatchHeader::parse(records).is_ok_and(|h| h.attributes & 0x7 != 0);
     let checked = if compressed {
-        let bytes = records.clone();
-        glommio::executor()
-            .spawn_blocking(move || check_produced(&bytes, limit))
-            .await
+        // On the shard, yielding its task queue every MiB of output: the shard's one
+        // blocking-pool thread also runs every fdatasync (see `storage::dma`), which must not
+        // queue behind a large decompression.
+        check_produced_yielding(records, limit, || async {
+            glommio::executor().yield_task_queue_now().await
+        })
+        .await
     } else {
         check_produced(records, limit)
     };

@@ -133,7 +133,7 @@ impl PartitionLog {
 
     /// Runs one compaction pass if the log is compacted and due (dirty ratio, lags, a
     /// tombstone due). The pass itself runs on a thread of its own, off the shard's core (see
-    /// [`lower_priority`]), so it never holds up the shard or its blocking pool (fdatasync,
+    /// `helper_thread::leave_shard_core`), so it never holds up the shard or its blocking pool (fdatasync,
     /// reads); this task only plans and swaps. Returns `None` if nothing ran.
     pub async fn clean(
         &self,
@@ -259,32 +259,10 @@ async fn run_on_background_thread(job: CleanJob) -> io::Result<CleanOutcome> {
     std::thread::Builder::new()
         .name("strand-cleaner".into())
         .spawn(move || {
-            lower_priority();
+            crate::helper_thread::leave_shard_core(crate::limits::CLEANER_NICE);
             let _ = tx.send(cleaner::run(job));
         })?;
     crate::wake::cross(rx)
         .await
         .map_err(|_| io::Error::other("the cleaner thread ended without a result"))?
-}
-
-/// The cleaner thread leaves the shard's core (the spawning thread's pinning is inherited)
-/// for any core, at nice `limits::CLEANER_NICE` (why not lower: see there — a starved thread
-/// holding an ext4 journal handle stalls the shard's writes, a priority inversion measured at
-/// 100-200 ms). Best effort: a refusal leaves the thread as it was.
-fn lower_priority() {
-    // SAFETY: plain syscalls on the calling thread with initialised arguments.
-    unsafe {
-        let mut all: libc::cpu_set_t = std::mem::zeroed();
-        let cpus = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize;
-        for cpu in 0..cpus.min(libc::CPU_SETSIZE as usize) {
-            libc::CPU_SET(cpu, &mut all);
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &all) != 0 {
-            tracing::debug!(error = %io::Error::last_os_error(), "cleaner thread keeps its core");
-        }
-        let tid = libc::gettid() as libc::id_t;
-        if libc::setpriority(libc::PRIO_PROCESS, tid, crate::limits::CLEANER_NICE) != 0 {
-            tracing::debug!(error = %io::Error::last_os_error(), "cleaner thread keeps its priority");
-        }
-    }
 }

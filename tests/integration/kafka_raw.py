@@ -1,0 +1,151 @@
+"""Kafka requests built by hand, for tests that send what no client would: shared by the
+hostile-input tests (frames, record batches with a correct CRC over nonsense, raw Produce,
+Metadata and Fetch)."""
+import socket
+import struct
+
+
+def s(text):
+    """A Kafka STRING (int16 length + UTF-8)."""
+    return struct.pack(">h", len(text)) + text.encode()
+
+
+def framed(api_key, version, correlation_id, body, client_id="raw"):
+    """A request with a v1 header (api key, version, correlation id, client id), size-prefixed."""
+    payload = struct.pack(">hhi", api_key, version, correlation_id) + s(client_id) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_frame(sock):
+    """One size-prefixed response (without its size), or None if the connection closed."""
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            return None
+        data += chunk
+    return data[4:4 + struct.unpack(">i", data[:4])[0]]
+
+
+def call(port, request, timeout=30):
+    """Sends one request on a new connection and returns the response body (None: closed)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(request)
+        return read_frame(sock)
+
+
+def api_versions_v0(correlation_id=1):
+    return framed(18, 0, correlation_id, b"")
+
+
+def metadata_v1(topics, correlation_id=1):
+    """Metadata v1 naming `topics` (auto-creation allowed at v1-v3)."""
+    return framed(3, 1, correlation_id,
+                  struct.pack(">i", len(topics)) + b"".join(s(t) for t in topics))
+
+
+def metadata_topic_errors(body):
+    """{topic: error code} from a Metadata v1 response body (after the correlation id)."""
+    at = 4
+    (brokers,) = struct.unpack(">i", body[at:at + 4])
+    at += 4
+    for _ in range(brokers):
+        at += 4  # node id
+        at += 2 + struct.unpack(">h", body[at:at + 2])[0]  # host
+        at += 4  # port
+        rack = struct.unpack(">h", body[at:at + 2])[0]
+        at += 2 + max(rack, 0)
+    at += 4  # controller id
+    (topics,) = struct.unpack(">i", body[at:at + 4])
+    at += 4
+    out = {}
+    for _ in range(topics):
+        (error,) = struct.unpack(">h", body[at:at + 2])
+        at += 2
+        n = struct.unpack(">h", body[at:at + 2])[0]
+        name = body[at + 2:at + 2 + n].decode()
+        at += 2 + n + 1  # name, is_internal
+        (parts,) = struct.unpack(">i", body[at:at + 4])
+        at += 4
+        for _ in range(parts):
+            at += 2 + 4 + 4  # error, index, leader
+            for _ in range(2):  # replicas, isr
+                (k,) = struct.unpack(">i", body[at:at + 4])
+                at += 4 + 4 * k
+        out[name] = error
+    return out
+
+
+def fetch_v4(topic, partitions, max_bytes=2**31 - 1, correlation_id=1):
+    """Fetch v4 of `partitions` [(partition, offset, partition max bytes)] of one topic."""
+    parts = b"".join(struct.pack(">iqi", p, o, m) for p, o, m in partitions)
+    body = (struct.pack(">iiiib", -1, 100, 1, max_bytes, 0) + struct.pack(">i", 1) + s(topic)
+            + struct.pack(">i", len(partitions)) + parts)
+    return framed(1, 4, correlation_id, body)
+
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def varint(n):
+    n = (n << 1) ^ (n >> 63)  # zig-zag
+    out = b""
+    while True:
+        if n < 0x80:
+            return out + bytes([n])
+        out += bytes([(n & 0x7F) | 0x80])
+        n >>= 7
+
+
+def record(index, key, value):
+    body = b"\x00" + varint(0) + varint(index) + varint(len(key)) + key + varint(len(value)) \
+        + value + varint(0)
+    return varint(len(body)) + body
+
+
+def batch(records_section, count, last_delta, attributes=0):
+    """A v2 batch with a correct CRC over whatever it is given."""
+    after_crc = (struct.pack(">hiqqqhii", attributes, last_delta, 1000, 1000, -1, -1, -1, count)
+                 + records_section)
+    head = struct.pack(">iB", 0, 2)  # partition leader epoch, magic
+    crc = crc32c(after_crc)
+    body = head + struct.pack(">I", crc) + after_crc
+    return struct.pack(">qi", 0, len(body)) + body
+
+
+def produce_v3(topic, records, partition=0, acks=-1, correlation_id=7):
+    body = (struct.pack(">h", -1) + struct.pack(">hi", acks, 10000) + struct.pack(">i", 1)
+            + s(topic) + struct.pack(">i", 1) + struct.pack(">i", partition)
+            + struct.pack(">i", len(records)) + records)
+    return framed(0, 3, correlation_id, body, client_id="poison")
+
+
+def produce_error(body):
+    """The one partition's error code from a Produce v3 response body."""
+    at = 4 + 4  # correlation id, topics count
+    at += 2 + struct.unpack(">h", body[at:at + 2])[0] + 4 + 4  # name, partitions, index
+    return struct.unpack(">h", body[at:at + 2])[0]
+
+
+def produce(port, topic, records, partition=0):
+    """Produce v3, acks=-1, one partition: the partition's error code."""
+    body = call(port, produce_v3(topic, records, partition))
+    assert body is not None, "connection closed"
+    return produce_error(body)
