@@ -99,6 +99,19 @@ fn log_file(path: &Path) -> Result<(Stdio, Stdio), String> {
     Ok((Stdio::from(f), Stdio::from(g)))
 }
 
+/// Runs the child on `cpus` only (set between fork and exec, before it starts a thread).
+fn confine(cmd: &mut Command, cpus: Option<&[usize]>) {
+    use std::os::unix::process::CommandExt;
+    if let Some(cpus) = cpus {
+        let cpus = cpus.to_vec();
+        // SAFETY: the closure only makes one async-signal-safe syscall (sched_setaffinity)
+        // on a set built from memory allocated before the fork.
+        unsafe {
+            cmd.pre_exec(move || strand_tuning::cpus::set_affinity(0, &cpus));
+        }
+    }
+}
+
 /// Starts `strand_bin serve` on a free port with its data in `dir/data`; `config` entries
 /// go to a TOML config file (`"log.flush.interval.ms" = 100`).
 pub fn start_strand(
@@ -106,6 +119,7 @@ pub fn start_strand(
     dir: &Path,
     cores: Option<usize>,
     config: &[(&str, String)],
+    cpus: Option<&[usize]>,
 ) -> Result<Spawned, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let port = free_port()?;
@@ -134,6 +148,7 @@ pub fn start_strand(
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         cmd.arg("--config").arg(path);
     }
+    confine(&mut cmd, cpus);
     let child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {} serve: {e}", strand_bin.display()))?;
@@ -223,7 +238,12 @@ pub fn kafka_version(libs: &Path) -> Option<String> {
 }
 
 /// Formats and starts a single-node KRaft Kafka with its data in `dir/data`.
-pub fn start_kafka(libs: &Path, dir: &Path, heap: &str) -> Result<Spawned, String> {
+pub fn start_kafka(
+    libs: &Path,
+    dir: &Path,
+    heap: &str,
+    cpus: Option<&[usize]>,
+) -> Result<Spawned, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let (port, controller) = (free_port()?, free_port()?);
     let data = dir.join("data");
@@ -271,8 +291,8 @@ pub fn start_kafka(libs: &Path, dir: &Path, heap: &str) -> Result<Spawned, Strin
     ])?;
     let log_path = dir.join("kafka.log");
     let (out, err) = log_file(&log_path)?;
-    let child = Command::new("java")
-        .arg(format!("-Xmx{heap}"))
+    let mut cmd = Command::new("java");
+    cmd.arg(format!("-Xmx{heap}"))
         .arg(format!("-Xms{heap}"))
         .arg("-cp")
         .arg(&cp)
@@ -280,7 +300,9 @@ pub fn start_kafka(libs: &Path, dir: &Path, heap: &str) -> Result<Spawned, Strin
         .arg(&props)
         .stdin(Stdio::null())
         .stdout(out)
-        .stderr(err)
+        .stderr(err);
+    confine(&mut cmd, cpus);
+    let child = cmd
         .spawn()
         .map_err(|e| format!("cannot start kafka: {e}"))?;
     let version = kafka_version(libs).unwrap_or_else(|| "4.x".into());

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 
 use crate::brokers::{self, Spawned};
+use crate::placement::Placement;
 use crate::run::{self, Progress, RunResult, Target};
 use crate::workload::{parse_duration_s, DriverKind, Rate, Workload};
 use crate::{compare, html, report};
@@ -82,9 +83,20 @@ struct Common {
     /// Where started brokers keep their data (a temp directory is made in it).
     #[arg(long, env = "STRAND_BENCH_WORK_DIR")]
     work_dir: Option<PathBuf>,
-    /// Shards of the started Strand broker [default: all cores].
+    /// Shards of the started Strand broker [default: one per core of --broker-cpus].
     #[arg(long)]
     broker_cores: Option<usize>,
+    /// Cores of the broker(s) the bench starts, e.g. `0-3` [default: the first half of the
+    /// cores this process may use].
+    #[arg(long)]
+    broker_cpus: Option<String>,
+    /// Cores of the load generator (this process) [default: the cores the broker does not
+    /// get; not pinned against a broker given with --bootstrap].
+    #[arg(long)]
+    client_cpus: Option<String>,
+    /// Decided in `main` from the two flags above.
+    #[arg(skip)]
+    placement: Placement,
 }
 
 /// What the bench needs from the `strand` binary.
@@ -143,8 +155,39 @@ impl Common {
     }
 }
 
+/// Decides where the broker and the load generator run, confines this process, says so.
+fn place(c: &mut Common, starts_broker: bool) -> Result<(), String> {
+    let allowed = strand_tuning::cpus::allowed();
+    c.placement = Placement::choose(
+        &allowed,
+        starts_broker,
+        c.broker_cpus.as_deref(),
+        c.client_cpus.as_deref(),
+    )?;
+    c.placement.confine_client()?;
+    eprintln!("{}", c.placement.describe());
+    Ok(())
+}
+
 /// `strand bench ...`: prints the report paths; an error says what went wrong.
-pub fn main(args: BenchArgs, env: &Env) -> Result<(), String> {
+pub fn main(mut args: BenchArgs, env: &Env) -> Result<(), String> {
+    let starts_broker = match &args.cmd {
+        None => args.common.bootstrap.is_none(),
+        Some(BenchCmd::Run(c)) | Some(BenchCmd::CompareAcks { common: c, .. }) => {
+            c.bootstrap.is_none()
+        }
+        Some(BenchCmd::CompareBrokers {
+            common,
+            kafka_bootstrap,
+            ..
+        }) => common.bootstrap.is_none() || kafka_bootstrap.is_none(),
+    };
+    match &mut args.cmd {
+        None => place(&mut args.common, starts_broker)?,
+        Some(BenchCmd::Run(c))
+        | Some(BenchCmd::CompareAcks { common: c, .. })
+        | Some(BenchCmd::CompareBrokers { common: c, .. }) => place(c, starts_broker)?,
+    }
     match args.cmd {
         None => bench_run(&args.common, env),
         Some(BenchCmd::Run(c)) => bench_run(&c, env),
@@ -160,6 +203,9 @@ pub fn main(args: BenchArgs, env: &Env) -> Result<(), String> {
     }
 }
 
+/// compare-brokers' warm-up unless `--warmup` says otherwise.
+const COMPARE_WARMUP_MIN_S: f64 = 20.0;
+
 /// The Strand broker of a bench: the given one, or one started in `dir`.
 fn strand_target(
     c: &Common,
@@ -171,7 +217,13 @@ fn strand_target(
         Some(b) => (b.clone(), format!("broker at {b}"), None),
         None => {
             eprintln!("starting strand serve in {}", dir.display());
-            let s = brokers::start_strand(&env.strand_bin, dir, c.broker_cores, &[])?;
+            let s = brokers::start_strand(
+                &env.strand_bin,
+                dir,
+                c.broker_cores,
+                &[],
+                c.placement.broker.as_deref(),
+            )?;
             (s.bootstrap.clone(), s.description.clone(), Some(s))
         }
     };
@@ -292,7 +344,7 @@ fn bench_run(c: &Common, env: &Env) -> Result<(), String> {
         kind: "run",
         title,
         table: String::new(),
-        notes: Vec::new(),
+        notes: vec![c.placement.describe()],
     };
     write_reports(c, env, host, &runs, rep)?;
     failed_records(&runs)
@@ -343,11 +395,14 @@ fn compare_acks(c: &Common, fsync_both: bool, env: &Env) -> Result<(), String> {
     }
     let table = compare::runs_table(&runs);
     println!("\n{table}");
-    let notes = vec![format!(
-        "Strand acknowledges acks=all after fdatasync unless the topic sets write.caching=true; \
-         acks=0 and acks=1 never wait for the disk. Broker: {}.",
-        target.broker
-    )];
+    let notes = vec![
+        format!(
+            "Strand acknowledges acks=all after fdatasync unless the topic sets write.caching=true; \
+             acks=0 and acks=1 never wait for the disk. Broker: {}.",
+            target.broker
+        ),
+        c.placement.describe(),
+    ];
     let host = report::host_facts(work.path());
     let title = format!("strand bench compare-acks: {}", base.name);
     let rep = Report {
@@ -367,7 +422,18 @@ fn compare_brokers(
     kafka_heap: &str,
     env: &Env,
 ) -> Result<(), String> {
-    let w = c.workload()?;
+    let mut w = c.workload()?;
+    // The JVM needs its warm-up: on one core Kafka's first ~10 s ran at 1-3 s latency and
+    // its tail settled only after 15-20 s. Both brokers get the same warm-up.
+    let warmup_note = if c.warmup.is_none() && w.warmup_s < COMPARE_WARMUP_MIN_S {
+        w.warmup_s = COMPARE_WARMUP_MIN_S;
+        format!(
+            "Warm-up {COMPARE_WARMUP_MIN_S:.0} s for each broker (compare-brokers' minimum: the JVM's \
+             tail settles only after 15-20 s); --warmup overrides."
+        )
+    } else {
+        format!("Warm-up {:.0} s for each broker.", w.warmup_s)
+    };
     let work = c.work_dir()?;
     // Fetch (or refuse) before spending time on the Strand run.
     if kafka_bootstrap.is_none() {
@@ -395,7 +461,12 @@ fn compare_brokers(
                 "starting Apache Kafka (KRaft) in {}",
                 work.path().join("kafka").display()
             );
-            let k = brokers::start_kafka(kafka_libs, &work.path().join("kafka"), kafka_heap)?;
+            let k = brokers::start_kafka(
+                kafka_libs,
+                &work.path().join("kafka"),
+                kafka_heap,
+                c.placement.broker.as_deref(),
+            )?;
             (
                 Target {
                     label: "kafka".into(),
@@ -419,12 +490,16 @@ fn compare_brokers(
         compare::ratio_table(&runs[0], &runs[1])
     );
     println!("\n{table}");
-    let mut notes = vec![format!(
-        "Strand: {}; Kafka: {}. Both brokers keep their data under {} (same disk) and run one at a time.",
-        target.broker,
-        kafka_target.broker,
-        work.path().display()
-    )];
+    let mut notes = vec![
+        format!(
+            "Strand: {}; Kafka: {}. Both brokers keep their data under {} (same disk) and run one at a time.",
+            target.broker,
+            kafka_target.broker,
+            work.path().display()
+        ),
+        format!("{} (the same for both brokers)", c.placement.describe()),
+        warmup_note,
+    ];
     if w.acks_i16()? == -1 && w.write_caching != Some(true) {
         notes.push(
             "At acks=all Strand fsyncs before acknowledging; Kafka does not (it relies on \

@@ -32,6 +32,7 @@ pub mod driver;
 pub mod html;
 pub mod keys;
 pub mod measure;
+pub mod placement;
 pub mod rate;
 pub mod report;
 pub mod run;

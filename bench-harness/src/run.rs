@@ -77,9 +77,40 @@ fn create_topics(
                 .await
                 .map_err(|e| format!("cannot create topic {t}: {e}"))?;
         }
-        Ok(())
+        // A broker answers CreateTopics before every new partition has a leader (Kafka's
+        // controller elects them a moment later); clients that start now fail with
+        // NOT_LEADER / LEADER_NOT_AVAILABLE. Wait for the leaders, as clients retry.
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        let deadline = std::time::Instant::now() + LEADERS_TIMEOUT;
+        loop {
+            let last = match cluster.refresh(Some(&names)).await {
+                Ok(md) => {
+                    let led = names.iter().all(|n| {
+                        md.topics.get(*n).is_some_and(|t| {
+                            t.leaders.len() == partitions as usize
+                                && t.leaders.iter().all(|&l| l >= 0)
+                        })
+                    });
+                    if led {
+                        return Ok(());
+                    }
+                    "partitions without a leader".to_string()
+                }
+                Err(e) => e.to_string(),
+            };
+            if std::time::Instant::now() > deadline {
+                return Err(format!(
+                    "the new topics have no leaders after {} s: {last}",
+                    LEADERS_TIMEOUT.as_secs()
+                ));
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(100)).await;
+        }
     })
 }
+
+/// How long the bench waits for a new topic's partitions to get leaders.
+const LEADERS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn delete_topics(bootstrap: &str, topics: &[String]) {
     let (bootstrap, topics) = (bootstrap.to_string(), topics.to_vec());

@@ -31,7 +31,8 @@ pub fn shard_count(config: &BrokerConfig) -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// Starts one executor per shard, pinned to cores `0..n`, each running `shard_main`, and
+/// Starts one executor per shard, pinned to the first `n` cores the process may use, each
+/// running `shard_main`, and
 /// waits for all of them.
 pub fn run_shards<F, Fut>(config: Arc<BrokerConfig>, shard_main: F) -> io::Result<()>
 where
@@ -39,14 +40,15 @@ where
     Fut: std::future::Future<Output = io::Result<()>> + 'static,
 {
     let n = shard_count(&config);
-    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+    // The cores this process may use (`taskset -c 4-7 strand serve` pins shards to 4-7).
+    let cpus = strand_tuning::cpus::allowed();
     let mut handles = Vec::with_capacity(n);
     for id in 0..n {
         let cfg = Arc::clone(&config);
         let f = shard_main.clone();
         // Pin when there is a core per shard; oversubscribed (tests) shards float.
-        let placement = if n <= cpus {
-            Placement::Fixed(id)
+        let placement = if n <= cpus.len() {
+            Placement::Fixed(cpus[id])
         } else {
             Placement::Unbound
         };

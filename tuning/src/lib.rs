@@ -22,6 +22,7 @@
 //!   `nomerges`, the filesystem and mount options from `/proc/self/mounts`.
 //! - [`net`] — NIC receive steering (RPS) and interrupt placement.
 //! - [`apply`] — [`tune`] (dry run) and [`tune_and_apply`] (write, read back, report).
+//! - [`cpus`] — allowed cores, CPU lists (`0-3,6`), affinity.
 //! - [`props`] — the io-properties file: format, validation, clamps, atomic write.
 //! - [`iotune`] — the measurements (`ring`: io_uring O_DIRECT writes and reads; `fsync`:
 //!   fdatasync latency) and the derivation of io-properties from them (`derive`, sans-IO).
@@ -29,6 +30,7 @@
 pub mod apply;
 pub mod check;
 pub mod checks;
+pub mod cpus;
 pub mod disk;
 pub mod host;
 pub mod iotune;

@@ -42,8 +42,8 @@ pub fn start(plan: &Plan, ctl: &Arc<Control>) -> Result<Workers, String> {
         .chain(plan.producers().into_iter().map(Job::Produce))
         .collect();
     let clients = jobs.len();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let executors = clients.min(cores).max(1);
+    let allowed = strand_tuning::cpus::allowed();
+    let executors = clients.min(allowed.len()).max(1);
     let mut per_executor: Vec<Vec<Job>> = (0..executors).map(|_| Vec::new()).collect();
     for (i, job) in jobs.into_iter().enumerate() {
         per_executor[i % executors].push(job);
@@ -58,7 +58,9 @@ pub fn start(plan: &Plan, ctl: &Arc<Control>) -> Result<Workers, String> {
         workers.recorders.push(rec.clone());
         let (plan, ctl2) = (plan.clone(), Arc::clone(ctl));
         let placement = if plan.workload.pin_client_threads {
-            glommio::Placement::Fixed(cpu)
+            // The cores this process may use (`strand bench` confines it away from the
+            // broker's by default).
+            glommio::Placement::Fixed(allowed[cpu % allowed.len()])
         } else {
             glommio::Placement::Unbound
         };

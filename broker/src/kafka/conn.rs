@@ -41,7 +41,7 @@ use strand_wire::kafka::messages::{ApiKey, ResponseKind};
 use strand_wire::ErrorCode;
 use tracing::{debug, warn};
 
-use super::{api_versions, handle, supported, PendingReply, Reply};
+use super::{api_versions, handle, supported, Handled, PendingReply, Reply};
 use crate::limits;
 use crate::node::Node;
 
@@ -230,7 +230,7 @@ async fn read_requests(
         let version = prefix.api_version;
         let correlation_id = prefix.correlation_id;
         let in_range = supported(api).is_some_and(|(lo, hi)| version >= lo && version <= hi);
-        let (version, mut pending) = if in_range {
+        let (version, handled) = if in_range {
             let (header, _, request) = match decode_request(frame) {
                 Ok(x) => x,
                 Err(e) => {
@@ -244,13 +244,13 @@ async fn read_requests(
             // KIP-511: answer at v0 with the table, so the client can pick a version.
             let table = api_versions::handle(ErrorCode::UnsupportedVersion.code());
             let reply = Reply::Kind(Box::new(ResponseKind::ApiVersions(table)));
-            (0, Box::pin(std::future::ready(reply)) as PendingReply)
+            (0, Handled::Now(reply))
         } else {
             warn!(%peer, ?api, version, "unsupported API or version; closing connection");
             return Ok(());
         };
-        let reply = match futures_lite::future::poll_once(&mut pending).await {
-            Some(reply) => {
+        let reply = match handled {
+            Handled::Now(reply) => {
                 let Some(segments) = encode(api, version, correlation_id, reply, peer)? else {
                     continue; // nothing goes back (acks=0)
                 };
@@ -275,7 +275,7 @@ async fn read_requests(
                     _budget: budget,
                 }
             }
-            None => Outgoing::Later(pending),
+            Handled::Later(pending) => Outgoing::Later(pending),
         };
         let q = Queued {
             api,

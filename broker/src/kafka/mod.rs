@@ -121,14 +121,22 @@ pub enum Reply {
 /// durability; everything else is ready at once.
 pub type PendingReply = Pin<Box<dyn Future<Output = Reply>>>;
 
-fn done(reply: Reply) -> PendingReply {
-    Box::pin(std::future::ready(reply))
+/// What `handle` gives back: a reply ready now (the connection encodes it at once and
+/// accounts its size), or one to await in order on the writer (never polled before that:
+/// a future polled from one task and finished from another would wake the wrong task).
+pub enum Handled {
+    Now(Reply),
+    Later(PendingReply),
+}
+
+fn done(reply: Reply) -> Handled {
+    Handled::Now(reply)
 }
 
 /// Runs one request up to its ordering point (for Produce: the appends) and returns the rest.
 /// The connection starts the next request as soon as this returns, and writes replies in
 /// request order.
-pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKind) -> PendingReply {
+pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKind) -> Handled {
     let version = header.request_api_version;
     let kind = match request {
         RequestKind::Fetch(r) => {
@@ -138,11 +146,9 @@ pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKin
         }
         RequestKind::Produce(r) => {
             return match produce::handle(node, r).await {
-                Some(pending) => {
-                    Box::pin(
-                        async move { Reply::Kind(Box::new(ResponseKind::Produce(pending.await))) },
-                    )
-                }
+                Some(pending) => Handled::Later(Box::pin(async move {
+                    Reply::Kind(Box::new(ResponseKind::Produce(pending.await)))
+                })),
                 None => done(Reply::Nothing),
             }
         }
@@ -205,17 +211,17 @@ pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKin
         RequestKind::JoinGroup(r) => {
             // The join phase can take a while: answer later, keep reading this connection.
             let (node, header) = (Rc::clone(node), header.clone());
-            return Box::pin(async move {
+            return Handled::Later(Box::pin(async move {
                 let r = join_group::handle(&node, &header, r, version).await;
                 Reply::Kind(Box::new(ResponseKind::JoinGroup(r)))
-            });
+            }));
         }
         RequestKind::SyncGroup(r) => {
             let node = Rc::clone(node);
-            return Box::pin(async move {
+            return Handled::Later(Box::pin(async move {
                 let r = sync_group::handle(&node, r, version).await;
                 Reply::Kind(Box::new(ResponseKind::SyncGroup(r)))
-            });
+            }));
         }
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(node, r).await),
         RequestKind::LeaveGroup(r) => {
