@@ -229,4 +229,4 @@ class GroupAbuse(Attack):
                                     HalfFrames, ConnectionFlood, GroupAbuse],
                          ids=lambda a: a.name.replace(" ", "-"))
 def test_attack_beside_a_healthy_client(make_broker, attack):
-    run_beside_healthy(make_broker, attack())
+    run_beside_healthy(make_broker, attack)
