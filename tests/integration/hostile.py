@@ -1,9 +1,13 @@
 """Runs an attack beside a healthy client and checks what #15's acceptance asks of every
 hostile-input test:
 - the healthy client is unaffected: no failed delivery, everything it produced is consumed,
-  and its delivery p99 during the attack is within 2x its baseline p99 (measured the moments
-  before; a floor of FLOOR_MS stands in for a baseline below what this 2-core VM's scheduler
-  can resolve); the attacker runs at nice 19 (`run_niced`);
+  and its delivery p99 during the attack is within 2x its baseline p99; the attacker runs at
+  nice 19 (`run_niced`). The baseline is every send with no attack running: BASELINE_S
+  before the attack and BASELINE_S after it, from AFTER_GAP_S past the attackers'
+  disconnect. This VM stalls whole vCPUs for 10-25 ms in bursts that come and go over tens
+  of seconds with no attack at all (seen in the healthy client's own timeline and with
+  `perf`), so a window on one side only measured the host's mood at that moment; a floor of
+  FLOOR_MS stands in for a baseline below what its scheduler can resolve;
 - memory is bounded while the attack runs (`Attack.peak_mb`), and the broker's RSS is back
   within 10% of its baseline after the attackers disconnect;
 - a restart recovers every acknowledged record.
@@ -23,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "..", "..", "target", "hostile-results.txt")
 FLOOR_MS = 5.0
 BASELINE_S = 6.0
+AFTER_GAP_S = 2.0
 WARMUP_S = 3.0
 RSS_SETTLE_S = 20.0
 
@@ -147,7 +152,8 @@ def run_once(make_broker, attack):
         while rss_after > rss_base * 1.10 and time.time() < deadline:
             time.sleep(0.5)
             rss_after = rss_mb(b)
-        time.sleep(1.0)
+        t_after = t_attack_end + AFTER_GAP_S
+        time.sleep(max(1.0, t_after + BASELINE_S + 1.0 - time.time()))
     finally:
         healthy.terminate()
         healthy.wait(120)
@@ -156,10 +162,14 @@ def run_once(make_broker, attack):
     sent = report["sent"]
     failed = [e for e in sent if e[3] is not None]
     acked = {e[2] for e in sent if e[3] is None}
-    base = [e[1] for e in sent if t_base <= e[0] < t_attack and e[1] is not None]
-    during = [e[1] for e in sent if t_attack <= e[0] <= t_attack_end and e[1] is not None]
-    p99_base, p99_attack = p99(base), p99(during)
-    line = (f"{attack.name}: healthy p99 {p99_base:.1f} ms before, {p99_attack:.1f} ms during "
+    def latencies(lo, hi):
+        return [e[1] for e in sent if lo <= e[0] < hi and e[1] is not None]
+    before = latencies(t_base, t_attack)
+    after = latencies(t_after, t_after + BASELINE_S)
+    during = latencies(t_attack, t_attack_end)
+    p99_base, p99_attack = p99(before + after), p99(during)
+    line = (f"{attack.name}: healthy p99 {p99_base:.1f} ms without the attack (before "
+            f"{p99(before):.1f}, after {p99(after):.1f}), {p99_attack:.1f} ms during "
             f"({len(during)} sends, {len(failed)} failed); RSS {rss_base:.0f} MB before, "
             f"peak {peak[0]:.0f}, {rss_after:.0f} after; attack {t_attack_end - t_attack:.1f} s")
     print(line)
@@ -169,6 +179,7 @@ def run_once(make_broker, attack):
 
     assert not failed, f"healthy deliveries failed: {failed[:5]}"
     assert len(during) > 50, "the healthy client kept sending during the attack"
+    assert len(after) > 100, "the healthy client kept sending after the attack"
     assert acked <= set(report["consumed"]), "the healthy consumer read every acked record"
     assert peak[0] - rss_base <= attack.peak_mb, line
     assert rss_after <= rss_base * 1.10, line
