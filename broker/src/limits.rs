@@ -69,10 +69,11 @@ pub const IN_FLIGHT_REQUESTS_PER_CONNECTION: usize = 16;
 /// instead of the broker running out of memory. 256 MiB covers ~100 ms at disk speed.
 pub const SHARD_PRODUCE_MEMORY_BYTES: usize = 256 << 20;
 
-/// How far ahead of the writes a segment file is kept allocated (fallocate). Allocating the
-/// whole `segment.bytes` (1 GiB) per partition up front wastes disk on many small
-/// partitions; allocating per write makes every fdatasync update the file size. 16 MiB steps
-/// cost one size update per 16 MiB (Redpanda allocates in 32 MiB steps).
+/// How far ahead of the writes a segment file is kept zero-filled (`storage::prefill`).
+/// Filling the whole `segment.bytes` (1 GiB) per partition up front wastes disk on many
+/// small partitions; extending the file per write makes every fdatasync update its size and
+/// hands each write to kernel workers. 16 MiB steps cost one size update per 16 MiB
+/// (Redpanda allocates in 32 MiB steps).
 pub const PREALLOCATE_STEP_BYTES: u64 = 16 << 20;
 
 /// The first preallocation step of a segment; each next step is as large as what the

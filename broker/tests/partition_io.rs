@@ -398,3 +398,71 @@ fn idempotent_producer_state_survives_reopen() {
         );
     });
 }
+
+/// Zero-filling ahead (`storage::prefill`): while a segment is written its file holds zeros
+/// past the appends, never over them; a reopen without a close (a crash) finds every durable
+/// batch and trims the zeros; a close trims the file to its batches.
+#[test]
+fn zero_filled_segments_keep_every_batch_and_trim_their_zeros() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let config = LogConfig {
+        segment_bytes: 64 << 20,
+        ..small_config()
+    };
+    run(move || async move {
+        let mut expected = Vec::new();
+        {
+            let (log, _) = PartitionLog::open(path.clone(), config.clone(), tiny_cache())
+                .await
+                .expect("open");
+            // ~6 MiB in batches of 1-40 KiB: across the 1, 1, 2 and 4 MiB fill steps.
+            let mut i = 0u32;
+            let mut bytes = 0usize;
+            while bytes < 6 << 20 {
+                let b = filler_batch(
+                    1 + (i % 5) as usize,
+                    1_000 + (i as usize * 7_919) % 40_000,
+                    0,
+                    i as u8,
+                );
+                bytes += b.len();
+                let meta = if i.is_multiple_of(3) {
+                    log.append_durable(bytes::BytesMut::from(&b[..]), 0).await
+                } else {
+                    log.append(bytes::BytesMut::from(&b[..]), 0).await
+                }
+                .expect("append");
+                expected.push(stored(&b, meta.base_offset.0));
+                i += 1;
+            }
+            log.flush().await.expect("flush");
+            let on_disk = std::fs::metadata(last_segment(&path)).expect("stat").len();
+            assert!(
+                on_disk >= bytes as u64,
+                "file {on_disk} B holds the {bytes} B appended"
+            );
+            assert_eq!(
+                read_all(&log, Offset(0)).await,
+                expected,
+                "reads before the crash"
+            );
+            drop(log); // no close: the zeros stay, as after kill -9
+        }
+        let (log, _) = PartitionLog::open(path.clone(), config.clone(), tiny_cache())
+            .await
+            .expect("reopen");
+        assert_eq!(
+            read_all(&log, Offset(0)).await,
+            expected,
+            "reads after the crash"
+        );
+        log.close().await.expect("close");
+        let on_disk = std::fs::metadata(last_segment(&path)).expect("stat").len();
+        let batches: usize = expected.iter().map(|b| b.len()).sum();
+        assert_eq!(
+            on_disk, batches as u64,
+            "a closed segment is trimmed to its batches"
+        );
+    });
+}

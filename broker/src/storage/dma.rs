@@ -11,7 +11,7 @@
 //! ours, run on glommio's blocking pool so the shard does not stall, and handed out as `Bytes`
 //! slices of that one allocation (no user-space copy between the disk and the socket).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
@@ -163,15 +163,21 @@ pub struct SegmentWriter {
     state: RefCell<WriterState>,
     /// Notified whenever a write completes or fails.
     changed: Event,
-    /// File size allocated so far (fallocate), and the most to allocate ahead.
-    allocated: std::cell::Cell<u64>,
+    /// File bytes below this are written (data or zeros) with their size and extents on
+    /// disk, so appends below it only overwrite (`storage::prefill`); `u64::MAX` once
+    /// zero-filling has failed (appends then extend the file as without preallocation).
+    ready: Cell<u64>,
+    /// End of the zero-fill in flight (`== ready` when none); `fill_done` fires when it ends.
+    fill_to: Cell<u64>,
+    fill_done: Event,
+    /// The most to zero-fill (the segment's size limit); 0: no preallocation.
     preallocate_limit: u64,
 }
 
 impl SegmentWriter {
     /// Opens (creating if needed) `path` for appends at logical size `end`. With
-    /// `preallocate_limit > 0` the file is kept allocated (fallocate) a step ahead of the
-    /// writes, up to that size, so fdatasync rarely has to grow it.
+    /// `preallocate_limit > 0` the file is kept zero-filled a step ahead of the appends, up
+    /// to that size (`reserve`), so appends overwrite written blocks.
     pub async fn open(
         path: &Path,
         end: u64,
@@ -217,42 +223,100 @@ impl SegmentWriter {
                 error: None,
             }),
             changed: Event::new(),
-            allocated: std::cell::Cell::new(end),
+            // The block holding `end` is allocated already; zero-filling starts after it,
+            // at the first append (a quiet partition holds no zeros it does not use).
+            ready: Cell::new(align_up(end)),
+            fill_to: Cell::new(align_up(end)),
+            fill_done: Event::new(),
             preallocate_limit,
         });
-        writer.reserve(end + 1).await?;
         Ok(writer)
     }
 
-    /// Makes sure the file is allocated up to at least `upto` bytes, in steps of
-    /// `limits::PREALLOCATE_STEP_BYTES` (never past the preallocation limit unless a write
-    /// needs it). A no-op without preallocation. Best effort: if the filesystem refuses
-    /// (ENOSPC), the segment stops preallocating and goes on.
-    pub async fn reserve(&self, upto: u64) -> io::Result<()> {
-        if self.preallocate_limit == 0 || upto <= self.allocated.get() {
+    /// Makes sure file bytes below `upto` are zero-filled (written) before an append reaches
+    /// them, and starts filling the next step in the background when fewer than half a step
+    /// remain. Steps grow with the segment (1 MiB, 2, 4, ... up to
+    /// `limits::PREALLOCATE_STEP_BYTES`): a quiet partition holds little unused disk, a busy
+    /// one fills in large steps. An append waits only when the fill has fallen behind (the
+    /// first append of a segment waits for its first step). A failed fill (a full disk) stops
+    /// preallocation for this segment: it goes on extending the file, and the writes
+    /// themselves report a shortage.
+    pub async fn reserve(self: &Rc<Self>, upto: u64) -> io::Result<()> {
+        if self.preallocate_limit == 0 {
             return Ok(());
         }
-        // Steps grow with the segment (1 MiB, 2, 4, ... up to the full step): a quiet
-        // partition holds little unused disk, a busy one soon allocates in large steps.
-        let step = self.allocated.get().clamp(
-            crate::limits::PREALLOCATE_FIRST_STEP_BYTES,
-            crate::limits::PREALLOCATE_STEP_BYTES,
-        );
-        let target = align_up((upto + step).min(self.preallocate_limit.max(upto)));
-        match self.file.pre_allocate(target, false).await {
-            Ok(()) => self.allocated.set(target),
-            Err(e) => {
-                // Best effort: a full disk must not stop a partition from opening or its
-                // reads; the writes themselves report the shortage if there is one.
-                tracing::warn!(
-                    path = %self.file.path().map(|p| p.display().to_string()).unwrap_or_default(),
-                    error = %e,
-                    "preallocation failed; this segment goes on without it"
-                );
-                self.allocated.set(u64::MAX);
+        loop {
+            let ready = self.ready.get();
+            if upto <= ready {
+                let step = self.fill_step();
+                if self.fill_to.get() == ready && upto.saturating_add(step / 2) > ready {
+                    self.start_fill(upto);
+                }
+                return Ok(());
+            }
+            if self.fill_to.get() == ready {
+                self.start_fill(upto);
+            }
+            let done = self.fill_done.listen();
+            if self.fill_to.get() != self.ready.get() {
+                done.await;
             }
         }
-        Ok(())
+    }
+
+    fn fill_step(&self) -> u64 {
+        self.ready.get().clamp(
+            crate::limits::PREALLOCATE_FIRST_STEP_BYTES,
+            crate::limits::PREALLOCATE_STEP_BYTES,
+        )
+    }
+
+    /// Zero-fills from `ready` to a step past `upto` (not past the size limit unless an
+    /// append needs it) on the shard's prefill thread. No append writes at or past `ready`
+    /// while it runs: `reserve` holds them back.
+    fn start_fill(self: &Rc<Self>, upto: u64) {
+        let from = self.ready.get();
+        let ahead = from.max(upto).saturating_add(self.fill_step());
+        let to = align_up(ahead.min(self.preallocate_limit.max(upto)));
+        if to <= from {
+            return;
+        }
+        // Zeros must never land on appended data: every submitted write ends below `from`.
+        assert!(
+            from.is_multiple_of(BLOCK_BYTES) && align_up(self.state.borrow().submitted_end) <= from,
+            "zero-fill from {from} would overwrite appends (submitted to {})",
+            self.state.borrow().submitted_end
+        );
+        self.fill_to.set(to);
+        let me = Rc::clone(self);
+        glommio::spawn_local(async move {
+            let result = super::prefill::zero_fill(&*me.file, from, to).await;
+            match result {
+                Ok(()) => me.ready.set(to),
+                Err(e) => {
+                    tracing::warn!(
+                        path = %me.file.path().map(|p| p.display().to_string()).unwrap_or_default(),
+                        error = %e,
+                        "zero-filling a segment ahead of its appends failed; it goes on without"
+                    );
+                    me.ready.set(u64::MAX);
+                }
+            }
+            me.fill_to.set(me.ready.get());
+            me.fill_done.notify(usize::MAX);
+        })
+        .detach();
+    }
+
+    /// Waits for a zero-fill in flight (it must not extend the file after `finish` trims it).
+    async fn wait_fill(&self) {
+        loop {
+            let done = self.fill_done.listen();
+            if self.fill_to.get() == self.ready.get() {
+                return;
+            }
+            done.await;
+        }
     }
 
     /// Logical end of the segment (bytes appended so far).
@@ -419,6 +483,7 @@ impl SegmentWriter {
     pub async fn finish(self: &Rc<Self>) -> io::Result<u64> {
         let end = self.seal();
         self.sync(end).await?;
+        self.wait_fill().await;
         self.file.truncate(end).await.map_err(gio)?;
         self.fdatasync().await?;
         Ok(end)

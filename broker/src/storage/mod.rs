@@ -30,6 +30,7 @@ pub mod index;
 pub mod log;
 pub mod partition;
 pub mod partition_txn;
+pub mod prefill;
 pub mod recovery;
 pub mod scan;
 pub mod segment;

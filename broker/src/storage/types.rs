@@ -36,7 +36,7 @@ pub struct LogConfig {
     pub flush_ms: u64,
     /// `flush.bytes` (Redpanda's name): fdatasync once this many bytes are unflushed.
     pub flush_bytes: u64,
-    /// `preallocate`: fallocate each new segment to `segment.bytes` (cheaper fdatasync).
+    /// `preallocate`: zero-fill the active segment ahead of its appends (`storage::prefill`).
     pub preallocate: bool,
     /// `cleanup.policy`: `delete` (retention), `compact` (keep the latest record per key), or
     /// both.
