@@ -167,7 +167,9 @@ pub struct SegmentWriter {
     /// disk, so appends below it only overwrite (`storage::prefill`); `u64::MAX` once
     /// zero-filling has failed (appends then extend the file as without preallocation).
     ready: Cell<u64>,
-    /// End of the zero-fill in flight (`== ready` when none); `fill_done` fires when it ends.
+    /// The zero-fill in flight, `[fill_from, fill_to)` (`fill_to == ready` when none):
+    /// appends may write below `fill_from` meanwhile; `fill_done` fires when it ends.
+    fill_from: Cell<u64>,
     fill_to: Cell<u64>,
     fill_done: Event,
     /// The most to zero-fill (the segment's size limit); 0: no preallocation.
@@ -226,6 +228,7 @@ impl SegmentWriter {
             // The block holding `end` is allocated already; zero-filling starts after it,
             // at the first append (a quiet partition holds no zeros it does not use).
             ready: Cell::new(align_up(end)),
+            fill_from: Cell::new(align_up(end)),
             fill_to: Cell::new(align_up(end)),
             fill_done: Event::new(),
             preallocate_limit,
@@ -233,29 +236,30 @@ impl SegmentWriter {
         Ok(writer)
     }
 
-    /// Makes sure file bytes below `upto` are zero-filled (written) before an append reaches
-    /// them, and starts filling the next step in the background when fewer than half a step
-    /// remain. Steps grow with the segment (1 MiB, 2, 4, ... up to
-    /// `limits::PREALLOCATE_STEP_BYTES`): a quiet partition holds little unused disk, a busy
-    /// one fills in large steps. An append waits only when the fill has fallen behind (the
-    /// first append of a segment waits for its first step). A failed fill (a full disk) stops
-    /// preallocation for this segment: it goes on extending the file, and the writes
-    /// themselves report a shortage.
+    /// Keeps the file zero-filled ahead of the appends: called before an append that ends
+    /// below `upto`. Starts filling the next step in the background when fewer than half a
+    /// step remain past `upto`; steps grow with the segment (256 KiB, 512, 1 MiB ... up to
+    /// `limits::PREALLOCATE_STEP_BYTES`), so a quiet partition holds little unused disk and
+    /// a busy one fills in large steps. When the appends have overtaken the zeros (the
+    /// first append of a segment, or a burst faster than the fill), the append goes ahead
+    /// as a plain write that allocates (today's kernel path) and the fill starts past it;
+    /// an append waits only when it would reach into a fill still running. A failed fill
+    /// (a full disk) stops preallocation for this segment; the writes themselves report a
+    /// shortage.
     pub async fn reserve(self: &Rc<Self>, upto: u64) -> io::Result<()> {
         if self.preallocate_limit == 0 {
             return Ok(());
         }
         loop {
-            let ready = self.ready.get();
-            if upto <= ready {
-                let step = self.fill_step();
-                if self.fill_to.get() == ready && upto.saturating_add(step / 2) > ready {
+            let filling = self.fill_to.get() != self.ready.get();
+            if !filling {
+                if upto.saturating_add(self.fill_step() / 2) > self.ready.get() {
                     self.start_fill(upto);
                 }
                 return Ok(());
             }
-            if self.fill_to.get() == ready {
-                self.start_fill(upto);
+            if upto <= self.fill_from.get() {
+                return Ok(());
             }
             let done = self.fill_done.listen();
             if self.fill_to.get() != self.ready.get() {
@@ -271,13 +275,15 @@ impl SegmentWriter {
         )
     }
 
-    /// Zero-fills from `ready` to a step past `upto` (not past the size limit unless an
-    /// append needs it) on the shard's prefill thread. No append writes at or past `ready`
-    /// while it runs: `reserve` holds them back.
+    /// Zero-fills from `ready` (or from past `upto` when the appends have overtaken it) to a
+    /// step further (not past the size limit unless an append needs it) on the shard's
+    /// prefill thread. No append reaches `fill_from` while it runs: `reserve` holds them back.
     fn start_fill(self: &Rc<Self>, upto: u64) {
-        let from = self.ready.get();
-        let ahead = from.max(upto).saturating_add(self.fill_step());
-        let to = align_up(ahead.min(self.preallocate_limit.max(upto)));
+        let from = self.ready.get().max(align_up(upto));
+        let to = align_up(
+            from.saturating_add(self.fill_step())
+                .min(self.preallocate_limit.max(upto)),
+        );
         if to <= from {
             return;
         }
@@ -287,6 +293,7 @@ impl SegmentWriter {
             "zero-fill from {from} would overwrite appends (submitted to {})",
             self.state.borrow().submitted_end
         );
+        self.fill_from.set(from);
         self.fill_to.set(to);
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
@@ -302,6 +309,7 @@ impl SegmentWriter {
                     me.ready.set(u64::MAX);
                 }
             }
+            me.fill_from.set(me.ready.get());
             me.fill_to.set(me.ready.get());
             me.fill_done.notify(usize::MAX);
         })

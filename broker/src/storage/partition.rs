@@ -356,7 +356,8 @@ impl PartitionLog {
                 .map_err(AppendError::Io)?;
         }
         let writer = self.inner.state.borrow().writer.clone();
-        let reach = writer.end() + batch.len() as u64 + self.inner.options.write_chunk_bytes as u64;
+        // Writes cover the appended bytes rounded up to a block, never more.
+        let reach = writer.end() + batch.len() as u64;
         writer
             .reserve(reach)
             .await
