@@ -5,6 +5,7 @@
 //! - [`limits`] — every bound the broker enforces, with the reason for each.
 //! - [`shard`] — pinned glommio executors and the partition -> shard ownership hash.
 //! - [`server`] — data directory, per-shard start-up, listener, retention timer.
+//! - [`shutdown`] — SIGTERM/SIGINT: refuse writes, flush every partition, exit 0.
 //! - [`host`] — start-up view of the host: io-properties -> `StorageOptions`, tuning warnings
 //!   (both from `strand-tuning`).
 //! - [`node`] — one shard's partitions and catalog snapshot, and the messages between shards;
@@ -54,6 +55,7 @@ pub mod node;
 pub mod producer_state;
 pub mod server;
 pub mod shard;
+pub mod shutdown;
 pub mod storage;
 pub mod testkit;
 pub mod topic_configs;

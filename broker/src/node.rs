@@ -595,6 +595,16 @@ impl Node {
 
     /// Adopts a catalog snapshot: opens the partitions this shard owns that are not open yet,
     /// closes and deletes those whose topic is gone.
+    /// Makes everything this shard's partitions have acknowledged durable (a clean stop).
+    pub async fn flush_all(&self) {
+        let logs: Vec<PartitionLog> = self.partitions.borrow().values().cloned().collect();
+        for log in logs {
+            if let Err(e) = log.flush().await {
+                warn!(error = %e, "flush on stop failed");
+            }
+        }
+    }
+
     pub async fn apply_catalog(&self, catalog: Arc<Catalog>) {
         *self.catalog.borrow_mut() = Arc::clone(&catalog);
         let config = Arc::clone(&self.shared.config);

@@ -110,6 +110,7 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
     let (doorbells, ends) = crate::wake::doorbells(shards);
     let ends: Arc<Mutex<Vec<Option<crate::wake::ShardDoorbells>>>> =
         Arc::new(Mutex::new(ends.into_iter().map(Some).collect()));
+    crate::shutdown::install(shards)?;
     run_shards(Arc::new(config), move |id, _n, _config| {
         let shared = Arc::clone(&shared);
         let inbox = inboxes.lock().ok().and_then(|mut v| v[id].take());
@@ -161,6 +162,7 @@ async fn shard_main(
     }
     node.spawn_txn_ticker();
     spawn_housekeeping(Rc::clone(&node));
+    spawn_shutdown_watch(Rc::clone(&node));
     if id == 0 {
         spawn_disk_watch(Rc::clone(&node));
     }
@@ -234,6 +236,21 @@ fn spawn_disk_watch(node: Rc<Node>) {
 /// The shard's background upkeep, on a low-priority task queue so it yields to request
 /// handling: idle rolls (`segment.ms`), retention every `log.retention.check.interval.ms`, and
 /// a compaction pass (`log.cleaner.*`) per compacted partition every `log.cleaner.backoff.ms`.
+/// On a stop signal (`shutdown`): flush every partition of this shard, twice (appends that
+/// passed the produce check before the signal finish in between), then report.
+fn spawn_shutdown_watch(node: Rc<Node>) {
+    glommio::spawn_local(async move {
+        while !crate::shutdown::requested() {
+            glommio::timer::sleep(Duration::from_millis(crate::shutdown::SHUTDOWN_POLL_MS)).await;
+        }
+        node.flush_all().await;
+        glommio::timer::sleep(Duration::from_millis(crate::shutdown::SHUTDOWN_POLL_MS)).await;
+        node.flush_all().await;
+        crate::shutdown::shard_flushed();
+    })
+    .detach();
+}
+
 fn spawn_housekeeping(node: Rc<Node>) {
     let config = node.config().clone();
     let queue = glommio::executor().create_task_queue(

@@ -50,6 +50,8 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
             };
             let task = match (meta, p.records) {
                 _ if !(-1..=1).contains(&acks) => refuse(ErrorCode::InvalidRequiredAcks),
+                // Stopping (SIGTERM): nothing new is acknowledged after the final flush.
+                _ if crate::shutdown::requested() => refuse(ErrorCode::NotLeaderOrFollower),
                 (None, _) => refuse(ErrorCode::UnknownTopicOrPartition),
                 // Out of disk space: refused before anything is written (clients retry).
                 _ if node.shared.disk.is_low() => refuse(ErrorCode::KafkaStorageError),
