@@ -14,6 +14,13 @@ pub const WRITE_BEHIND_DEPTH: usize = 4;
 /// always cover, since bytes not yet written can only be read from the cache.
 pub const PARTITION_CACHE_BYTES: usize = 32 << 20;
 
+/// Small batches (up to `CACHE_BLOCK_COPY_MAX_BYTES`) are cached side by side in blocks of
+/// this size (`storage::cache`), one block per partition at a time: a block leaves the heap
+/// once its batches leave the cache. 16 KiB keeps an idle partition's partly filled block
+/// small; copying at most 2 KiB costs less than the allocation it replaces.
+pub const CACHE_BLOCK_BYTES: usize = 16 << 10;
+pub const CACHE_BLOCK_COPY_MAX_BYTES: usize = 2 << 10;
+
 // io-properties from `strand iotune` may change the chunk and the depth, within a window
 // that must stay inside the cache.
 const _: () =

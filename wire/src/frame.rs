@@ -32,9 +32,10 @@ pub struct FrameReader {
 }
 
 impl FrameReader {
+    /// Allocates nothing: the caller sizes the buffer for each read (see [`FrameReader::buffer`]).
     pub fn new(max_bytes: usize) -> FrameReader {
         FrameReader {
-            buf: BytesMut::with_capacity(64 << 10),
+            buf: BytesMut::new(),
             max_bytes,
         }
     }

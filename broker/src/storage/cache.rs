@@ -7,7 +7,9 @@
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+
+use crate::limits;
 
 use super::types::{BatchMeta, Offset};
 
@@ -26,6 +28,8 @@ pub struct BatchCache {
     entries: VecDeque<CachedBatch>,
     bytes: usize,
     bytes_max: usize,
+    /// The rest of the block small batches are copied into (`store`).
+    block: BytesMut,
 }
 
 impl BatchCache {
@@ -34,7 +38,26 @@ impl BatchCache {
             entries: VecDeque::new(),
             bytes: 0,
             bytes_max,
+            block: BytesMut::new(),
         }
+    }
+
+    /// The bytes a batch is cached (and written) as. A small batch is copied into this
+    /// partition's current block of `limits::CACHE_BLOCK_BYTES`, so small cached batches sit
+    /// side by side and leave the cache in order, a block at a time. Each one in an
+    /// allocation of its own lands in whatever hole the heap has (a burst of connections
+    /// leaves thousands) and keeps its page resident: with a producer of small batches
+    /// running, 1,500 closed connections left ~2.5 MB resident for good, ~1 MB more after
+    /// each burst. Larger batches keep their own allocation (no copy).
+    pub fn store(&mut self, batch: BytesMut) -> Bytes {
+        if batch.len() > limits::CACHE_BLOCK_COPY_MAX_BYTES {
+            return batch.freeze();
+        }
+        if self.block.capacity() < batch.len() {
+            self.block = BytesMut::with_capacity(limits::CACHE_BLOCK_BYTES);
+        }
+        self.block.extend_from_slice(&batch);
+        self.block.split().freeze()
     }
 
     pub fn bytes(&self) -> usize {
@@ -125,6 +148,28 @@ mod tests {
             segment: Offset(0),
             end_position: 0,
         }
+    }
+
+    #[test]
+    fn small_batches_share_blocks_and_large_ones_keep_their_own() {
+        let mut c = BatchCache::new(1 << 20);
+        let small = c.store(BytesMut::from(&[1u8; 100][..]));
+        let next = c.store(BytesMut::from(&[2u8; 100][..]));
+        assert_eq!((&small[..], &next[..]), (&[1u8; 100][..], &[2u8; 100][..]));
+        assert_eq!(
+            small.as_ptr().wrapping_add(100),
+            next.as_ptr(),
+            "side by side"
+        );
+        let big = vec![3u8; limits::CACHE_BLOCK_COPY_MAX_BYTES + 1];
+        let batch = BytesMut::from(&big[..]);
+        let at = batch.as_ptr();
+        assert_eq!(c.store(batch).as_ptr(), at, "not copied");
+        let mut last = next;
+        for _ in 0..(limits::CACHE_BLOCK_BYTES / 100 + 1) {
+            last = c.store(BytesMut::from(&[4u8; 100][..]));
+        }
+        assert_eq!(&last[..], &[4u8; 100][..], "a new block once one is full");
     }
 
     #[test]

@@ -414,7 +414,7 @@ impl PartitionLog {
             "log state and segment writer disagree"
         );
         batch::set_base_offset(&mut batch, meta.base_offset.0);
-        let bytes = batch.freeze();
+        let bytes = st.cache.store(batch);
         if let Err(e) = st.writer.append(&bytes) {
             st.error = Some(e.to_string());
             return Err(AppendError::Io(e));
