@@ -154,7 +154,11 @@ class HalfFrames(Attack):
             sock.sendall(struct.pack(">i", 100 << 20))
             socks.append([sock, 0])
         slow = [socket.create_connection(("127.0.0.1", b.port), timeout=1) for _ in range(10)]
-        for _ in until(ATTACK_S):
+        # Slowloris dribbles whole, valid requests a byte at a time (the broker answers each
+        # once its last byte arrives). Zero bytes would be a 0-sized frame after four of them,
+        # which the broker rightly closes, and the next send() then fails with EPIPE.
+        dribble = kafka_raw.api_versions_v0()
+        for step, _ in enumerate(until(ATTACK_S)):
             for entry in socks:
                 if entry[1] < 50:
                     try:
@@ -162,8 +166,9 @@ class HalfFrames(Attack):
                         entry[1] += 1
                     except (socket.timeout, BlockingIOError):
                         pass  # the broker stopped reading: over budget, as intended
+            byte = dribble[step % len(dribble)].to_bytes(1, "big")
             for sock in slow:
-                sock.send(b"\x00")
+                sock.send(byte)
         for sock, _ in socks:
             sock.close()
         for sock in slow:
