@@ -5,6 +5,11 @@
 /// the 4 KiB block.
 pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
+/// The smallest O_DIRECT write buffer a partition holds (`storage::dma`): buffers are sized
+/// to what the partition wrote between flushes (powers of two up to `WRITE_CHUNK_BYTES`), so
+/// a quiet partition holds 64 KiB rather than 1 MiB. A multiple of the 4 KiB block.
+pub const WRITE_BUFFER_MIN_BYTES: usize = 64 << 10;
+
 /// Full write buffers in flight per partition before appends wait (write-behind). Four 1 MiB
 /// writes keep an NVMe queue busy; more only adds memory and tail latency.
 pub const WRITE_BEHIND_DEPTH: usize = 4;
@@ -13,6 +18,16 @@ pub const WRITE_BEHIND_DEPTH: usize = 4;
 /// is ~16 ms of a 2 GB/s disk, well above the write-behind window (4 x 1 MiB) the cache must
 /// always cover, since bytes not yet written can only be read from the cache.
 pub const PARTITION_CACHE_BYTES: usize = 32 << 20;
+
+/// Every partition's hot-tail cache on one shard together (`storage::shard_cache`): over it,
+/// partitions give up their oldest written batches in turn. 256 MiB keeps 16 busy
+/// partitions' tails in memory (16 MiB each, ~80 ms at 200 MB/s) and bounds a shard with
+/// thousands of partitions, which the per-partition cap alone does not (1,000 x 32 MiB).
+pub const SHARD_CACHE_BYTES: usize = 256 << 20;
+
+/// Partitions asked to give up a batch per append while the shard's cache is over budget;
+/// the rest waits for the next append.
+pub const SHARD_CACHE_EVICT_SCAN_MAX: usize = 64;
 
 /// Small batches (up to `CACHE_BLOCK_COPY_MAX_BYTES`) are cached side by side in blocks of
 /// this size (`storage::cache`), one block per partition at a time: a block leaves the heap

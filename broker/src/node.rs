@@ -401,6 +401,23 @@ impl Node {
             .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
 
+    /// [`Self::read`] when it has nothing to return and the partition is on this shard:
+    /// answered at once, with no task or cross-shard hop (see `PartitionLog::read_nothing_new`).
+    pub fn read_nothing_new(
+        &self,
+        tp: &TopicPartition,
+        offset: Offset,
+        committed: bool,
+    ) -> Option<ReadOut> {
+        if self.owner(tp) != self.shard {
+            return None;
+        }
+        self.partitions
+            .borrow()
+            .get(tp)?
+            .read_nothing_new(offset, committed)
+    }
+
     async fn read_local(
         &self,
         tp: &TopicPartition,

@@ -6,11 +6,13 @@
 //! reader can use, so it may briefly run over budget under write-behind pressure.
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 
 use crate::limits;
 
+use super::shard_cache::{shard_cache, ShardCache};
 use super::types::{BatchMeta, Offset};
 
 #[derive(Clone, Debug)]
@@ -30,6 +32,15 @@ pub struct BatchCache {
     bytes_max: usize,
     /// The rest of the block small batches are copied into (`store`).
     block: BytesMut,
+    /// The shard's budget for all partitions' caches (`shard_cache`), kept up to date with
+    /// `bytes`.
+    shard: Rc<ShardCache>,
+}
+
+impl Drop for BatchCache {
+    fn drop(&mut self) {
+        self.shard.sub(self.bytes);
+    }
 }
 
 impl BatchCache {
@@ -39,6 +50,7 @@ impl BatchCache {
             bytes: 0,
             bytes_max,
             block: BytesMut::new(),
+            shard: shard_cache(),
         }
     }
 
@@ -72,26 +84,35 @@ impl BatchCache {
             );
         }
         self.bytes += entry.bytes.len();
+        self.shard.add(entry.bytes.len());
         self.entries.push_back(entry);
     }
 
     /// Evicts oldest entries while over budget and `on_disk(entry)` holds.
     pub fn evict(&mut self, on_disk: impl Fn(&CachedBatch) -> bool) {
-        while self.bytes > self.bytes_max {
-            match self.entries.front() {
-                Some(e) if on_disk(e) => {
-                    self.bytes -= e.bytes.len();
-                    self.entries.pop_front();
-                }
-                _ => break,
+        while self.bytes > self.bytes_max && self.evict_oldest(&on_disk) {}
+    }
+
+    /// Drops the oldest entry if `on_disk(entry)` holds; whether one was dropped.
+    pub fn evict_oldest(&mut self, on_disk: impl Fn(&CachedBatch) -> bool) -> bool {
+        match self.entries.front() {
+            Some(e) if on_disk(e) => {
+                let len = e.bytes.len();
+                self.bytes -= len;
+                self.shard.sub(len);
+                self.entries.pop_front();
+                true
             }
+            _ => false,
         }
     }
 
     /// Drops every entry of the given segments (compaction rewrote them).
     pub fn drop_segments(&mut self, segments: &[Offset]) {
         self.entries.retain(|e| !segments.contains(&e.segment));
-        self.bytes = self.entries.iter().map(|e| e.bytes.len()).sum();
+        let bytes = self.entries.iter().map(|e| e.bytes.len()).sum();
+        self.shard.sub(self.bytes - bytes);
+        self.bytes = bytes;
     }
 
     /// Drops entries wholly below `offset` (after retention moved the log start).
@@ -101,6 +122,7 @@ impl BatchCache {
                 break;
             }
             self.bytes -= e.bytes.len();
+            self.shard.sub(e.bytes.len());
             self.entries.pop_front();
         }
     }

@@ -1,7 +1,7 @@
 //! Direct I/O (glommio + io_uring, O_DIRECT): the segment writer and aligned reads.
 //!
 //! This is the only storage module that performs I/O. The writer copies appended batches into
-//! aligned DMA buffers of `chunk_bytes` and writes each full buffer with O_DIRECT through
+//! aligned DMA buffers (sized to the partition's rate, up to `chunk_bytes`) and writes each full buffer with O_DIRECT through
 //! glommio's io_uring ring as soon as it fills (write-behind, up to a depth). A flush writes
 //! the partial buffer rounded up to the 4 KiB block, and the next buffer starts with a copy of
 //! that last partial block so it can be rewritten whole later. Writes that cover the same block
@@ -141,9 +141,23 @@ pub async fn fdatasync_pooled(fd: std::os::fd::RawFd) -> io::Result<()> {
     r
 }
 
+/// The size of a writer's buffer for `bytes` of data: the power of two at or above it,
+/// between `limits::WRITE_BUFFER_MIN_BYTES` and `chunk_bytes`. After a flush the next buffer
+/// is sized to what the last one carried and grows (`append`) when a burst needs more, so a
+/// quiet partition holds 64 KiB and a busy one full-size buffers. With 1 MiB for every
+/// partition, 1,000 partitions overflowed the executor's registered I/O memory and every
+/// flush mapped a fresh 1 MiB and page-faulted it in.
+fn buffer_bytes_for(bytes: usize, chunk_bytes: usize) -> usize {
+    bytes
+        .next_power_of_two()
+        .max(crate::limits::WRITE_BUFFER_MIN_BYTES)
+        .min(chunk_bytes)
+}
+
 struct WriterState {
     chunk_bytes: usize,
-    /// The buffer being filled; it starts at file position `buf_pos` (block-aligned).
+    /// The buffer being filled; it starts at file position `buf_pos` (block-aligned). `None`
+    /// (only while `fill == 0`) until an append needs one.
     buf: Option<DmaBuffer>,
     buf_pos: u64,
     fill: usize,
@@ -195,7 +209,9 @@ impl SegmentWriter {
             .map_err(gio)?;
         let buf_pos = align_down(end);
         let fill = (end - buf_pos) as usize;
-        let mut buf = file.alloc_dma_buffer(chunk_bytes);
+        // No buffer until the first append (a partition nobody writes to holds none), unless
+        // the last block is partial: its bytes start the buffer, to be rewritten whole.
+        let mut buf = None;
         if fill > 0 {
             // glommio's own reads go through its poll ring, which some filesystems refuse
             // (EOPNOTSUPP); read the partial last block with a plain O_DIRECT pread instead.
@@ -209,13 +225,15 @@ impl SegmentWriter {
                     "segment tail is short",
                 ));
             }
-            buf.as_bytes_mut()[..fill].copy_from_slice(&tail[..fill]);
+            let mut b = file.alloc_dma_buffer(buffer_bytes_for(fill, chunk_bytes));
+            b.as_bytes_mut()[..fill].copy_from_slice(&tail[..fill]);
+            buf = Some(b);
         }
         let writer = Rc::new(SegmentWriter {
             file: Rc::new(file),
             state: RefCell::new(WriterState {
                 chunk_bytes,
-                buf: Some(buf),
+                buf,
                 buf_pos,
                 fill,
                 written: end,
@@ -354,23 +372,42 @@ impl SegmentWriter {
     /// Copies `data` to the end of the segment; full buffers are written in the background.
     pub fn append(self: &Rc<Self>, mut data: &[u8]) -> io::Result<()> {
         self.check()?;
+        self.grow_for(data.len());
         while !data.is_empty() {
             let full = {
                 let mut st = self.state.borrow_mut();
                 let fill = st.fill;
-                let room = st.chunk_bytes - fill;
-                let n = room.min(data.len());
                 let buf = st.buf.as_mut().expect("writer buffer present");
+                let capacity = buf.len();
+                let n = (capacity - fill).min(data.len());
                 buf.as_bytes_mut()[fill..fill + n].copy_from_slice(&data[..n]);
                 st.fill += n;
                 data = &data[n..];
-                st.fill == st.chunk_bytes
+                st.fill == capacity
             };
             if full {
                 self.seal();
             }
         }
         Ok(())
+    }
+
+    /// Replaces a buffer without room for `bytes` more by a larger one (up to `chunk_bytes`)
+    /// holding what it has; a buffer of `chunk_bytes` is written when full instead.
+    fn grow_for(&self, bytes: usize) {
+        let mut st = self.state.borrow_mut();
+        let fill = st.fill;
+        let capacity = st.buf.as_ref().map_or(0, DmaBuffer::len);
+        if fill + bytes <= capacity || capacity >= st.chunk_bytes {
+            return;
+        }
+        let mut bigger = self
+            .file
+            .alloc_dma_buffer(buffer_bytes_for(fill + bytes, st.chunk_bytes));
+        if let Some(old) = st.buf.as_ref() {
+            bigger.as_bytes_mut()[..fill].copy_from_slice(&old.as_bytes()[..fill]);
+        }
+        st.buf = Some(bigger);
     }
 
     /// Submits everything appended but not yet submitted (the partial block rounded up, zero
@@ -389,7 +426,9 @@ impl SegmentWriter {
             buf.trim_to_size(padded);
             // The next buffer begins at the last partial block, carrying its bytes.
             let keep_from = align_down(fill as u64) as usize;
-            let mut next = self.file.alloc_dma_buffer(st.chunk_bytes);
+            let mut next = self
+                .file
+                .alloc_dma_buffer(buffer_bytes_for(fill, st.chunk_bytes));
             next.as_bytes_mut()[..fill - keep_from]
                 .copy_from_slice(&buf.as_bytes()[keep_from..fill]);
             let pos = st.buf_pos;

@@ -34,6 +34,7 @@ pub mod prefill;
 pub mod recovery;
 pub mod scan;
 pub mod segment;
+pub mod shard_cache;
 pub mod txn;
 pub mod types;
 

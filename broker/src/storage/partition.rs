@@ -28,6 +28,7 @@ use super::log::{LocateError, LogState};
 use super::recovery::{recover, sync_dir, write_indexes, RecoveryReport};
 use super::scan::split_batches;
 use super::segment::{log_file_name, SegmentState};
+use super::shard_cache::{shard_cache, CacheOwner};
 use super::types::{BatchMeta, LogConfig, Offset};
 
 mod time_lookup;
@@ -160,6 +161,19 @@ pub(super) struct Inner {
     appended: Event,
 }
 
+impl CacheOwner for Inner {
+    fn evict_oldest(&self) -> bool {
+        // Never borrowed when the shard's budget asks (`ShardCache::shrink`); if it were,
+        // this partition just skips its turn.
+        let Ok(mut st) = self.state.try_borrow_mut() else {
+            return false;
+        };
+        let (segment, written) = (st.log.active().base, st.writer.written());
+        st.cache
+            .evict_oldest(|e| e.segment != segment || e.end_position <= written)
+    }
+}
+
 /// A handle to one partition's log; clones share it (on the owning shard only).
 #[derive(Clone)]
 pub struct PartitionLog {
@@ -245,6 +259,8 @@ impl PartitionLog {
                 appended: Event::new(),
             }),
         };
+        let owner: Rc<dyn CacheOwner> = partition.inner.clone();
+        shard_cache().register(Rc::downgrade(&owner));
         partition.rebuild_producers().await?;
         partition.rebuild_txns().await?;
         partition.spawn_flusher();
@@ -304,6 +320,25 @@ impl PartitionLog {
 
     pub fn log_end(&self) -> Offset {
         self.inner.state.borrow().log.log_end()
+    }
+
+    /// A read with nothing to return, answered without a task: `offset` is the log end (or,
+    /// for a read_committed read, at or past the last stable offset). `None` when there is
+    /// something to read, or the offset is out of range (the full read reports that).
+    /// A consumer of 1,000 partitions asks for all of them in every fetch, and most have
+    /// nothing new.
+    pub fn read_nothing_new(&self, offset: Offset, committed: bool) -> Option<ReadOut> {
+        let st = self.inner.state.borrow();
+        let (log_start, log_end) = (st.log.log_start(), st.log.log_end());
+        let last_stable = st.txns.last_stable(log_end);
+        let stop = if committed { last_stable } else { log_end };
+        (offset >= stop && offset >= log_start && offset <= log_end).then(|| ReadOut {
+            batches: Vec::new(),
+            log_start,
+            log_end,
+            last_stable,
+            aborted: Vec::new(),
+        })
     }
 
     /// Every offset below this survives a crash.
@@ -433,6 +468,7 @@ impl PartitionLog {
         st.unflushed_bytes += u64::from(meta.bytes);
         let flush_now = st.unflushed_bytes >= st.log.config().flush_bytes && !st.syncing;
         drop(st);
+        shard_cache().shrink();
         self.inner.appended.notify(usize::MAX);
         if flush_now {
             let me = self.clone();
