@@ -57,7 +57,7 @@ impl ShardCache {
         }
     }
 
-    /// Changes the budget (tests, and a broker's `io-properties`).
+    /// Changes the budget (tests).
     pub fn set_max_bytes(&self, max_bytes: usize) {
         self.max_bytes.set(max_bytes);
     }
@@ -80,8 +80,14 @@ impl ShardCache {
             .set(self.used_bytes.get().saturating_sub(bytes));
     }
 
+    /// Adds a partition to the rotation; partitions dropped since are pruned now and then
+    /// (`shrink` only meets them while over budget).
     pub fn register(&self, owner: Weak<dyn CacheOwner>) {
-        self.owners.borrow_mut().push(owner);
+        let mut owners = self.owners.borrow_mut();
+        if owners.len() >= 64 && owners.len().is_power_of_two() {
+            owners.retain(|w| w.strong_count() > 0);
+        }
+        owners.push(owner);
     }
 
     /// While over budget, asks partitions in turn to drop their oldest batch; gives up after
@@ -173,6 +179,21 @@ mod tests {
         shard.shrink();
         assert_eq!(shard.used_bytes(), 200, "only the written batch goes");
         assert_eq!((a.batches.borrow().len(), b.batches.borrow().len()), (1, 1));
+    }
+
+    #[test]
+    fn dropped_partitions_are_pruned_while_under_budget() {
+        let shard = Rc::new(ShardCache::new(usize::MAX));
+        let kept = fake(&shard, &[]);
+        for _ in 0..200 {
+            drop(fake(&shard, &[]));
+        }
+        assert!(
+            shard.owners.borrow().len() < 100,
+            "{}",
+            shard.owners.borrow().len()
+        );
+        drop(kept);
     }
 
     #[test]
