@@ -24,14 +24,14 @@ pub trait CacheOwner {
 impl std::fmt::Debug for ShardCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShardCache")
-            .field("max_bytes", &self.max_bytes.get())
+            .field("max_bytes", &self.max_bytes)
             .field("used_bytes", &self.used_bytes.get())
             .finish()
     }
 }
 
 pub struct ShardCache {
-    max_bytes: Cell<usize>,
+    max_bytes: usize,
     used_bytes: Cell<usize>,
     owners: RefCell<Vec<Weak<dyn CacheOwner>>>,
     /// The next owner asked to give up a batch.
@@ -50,20 +50,11 @@ pub fn shard_cache() -> Rc<ShardCache> {
 impl ShardCache {
     pub fn new(max_bytes: usize) -> ShardCache {
         ShardCache {
-            max_bytes: Cell::new(max_bytes),
+            max_bytes,
             used_bytes: Cell::new(0),
             owners: RefCell::new(Vec::new()),
             next: Cell::new(0),
         }
-    }
-
-    /// Changes the budget (tests).
-    pub fn set_max_bytes(&self, max_bytes: usize) {
-        self.max_bytes.set(max_bytes);
-    }
-
-    pub fn max_bytes(&self) -> usize {
-        self.max_bytes.get()
     }
 
     pub fn used_bytes(&self) -> usize {
@@ -97,7 +88,7 @@ impl ShardCache {
     pub fn shrink(&self) {
         let mut asks = limits::SHARD_CACHE_EVICT_SCAN_MAX;
         let mut idle = 0usize;
-        while self.used_bytes.get() > self.max_bytes.get() && asks > 0 {
+        while self.used_bytes.get() > self.max_bytes && asks > 0 {
             asks -= 1;
             let owner = {
                 let mut owners = self.owners.borrow_mut();
