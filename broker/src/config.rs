@@ -42,6 +42,9 @@ pub struct BrokerConfig {
     /// `fetch.max.bytes`: the most a fetch response carries, whatever the client asks
     /// (Kafka's default, 55 MiB; the first batch still goes out whole).
     pub fetch_max_bytes: i32,
+    /// `max.incremental.fetch.session.cache.slots`: KIP-227 fetch sessions the node keeps
+    /// (split evenly over its shards; 0 turns sessions off and every fetch is answered in full).
+    pub max_incremental_fetch_session_cache_slots: i32,
     /// `max.connections`: client connections in all (also kept below the open-files limit).
     pub max_connections: i32,
     /// `max.connections.per.ip`: client connections from one address.
@@ -101,6 +104,7 @@ impl Default for BrokerConfig {
             group_max_size: i32::MAX,
             connections_max_idle_ms: 600_000,
             fetch_max_bytes: 57_671_680,
+            max_incremental_fetch_session_cache_slots: 1_000,
             max_connections: i32::MAX,
             max_connections_per_ip: i32::MAX,
             topic_partitions_per_shard: 5_000,
@@ -170,6 +174,8 @@ pub struct FileConfig {
     pub connections_max_idle_ms: Option<i64>,
     #[serde(rename = "fetch.max.bytes")]
     pub fetch_max_bytes: Option<i32>,
+    #[serde(rename = "max.incremental.fetch.session.cache.slots")]
+    pub max_incremental_fetch_session_cache_slots: Option<i32>,
     #[serde(rename = "max.connections")]
     pub max_connections: Option<i32>,
     #[serde(rename = "max.connections.per.ip")]
@@ -265,6 +271,10 @@ impl BrokerConfig {
         set!(self.group_max_size, f.group_max_size);
         set!(self.connections_max_idle_ms, f.connections_max_idle_ms);
         set!(self.fetch_max_bytes, f.fetch_max_bytes);
+        set!(
+            self.max_incremental_fetch_session_cache_slots,
+            f.max_incremental_fetch_session_cache_slots
+        );
         set!(self.max_connections, f.max_connections);
         set!(self.max_connections_per_ip, f.max_connections_per_ip);
         set!(self.storage_min_free_bytes, f.storage_min_free_bytes);
@@ -346,6 +356,12 @@ impl BrokerConfig {
             return Err(ConfigError(format!(
                 "fetch.max.bytes must be at least 1024, got {}",
                 self.fetch_max_bytes
+            )));
+        }
+        if self.max_incremental_fetch_session_cache_slots < 0 {
+            return Err(ConfigError(format!(
+                "max.incremental.fetch.session.cache.slots must be at least 0, got {}",
+                self.max_incremental_fetch_session_cache_slots
             )));
         }
         if self.cores == Some(0) {

@@ -20,6 +20,7 @@
 //! - [`catalog`] — topics, partition counts, configs; `Catalog::apply` (sans-IO) and the file.
 //! - [`kafka`] — the Kafka front end: `conn` (a connection) and one module per API, with the
 //!   table of supported versions.
+//! - [`fetch_session`] — KIP-227 incremental fetch sessions, one cache per shard (sans-IO).
 //! - [`group`] — the consumer-group coordinator, classic protocol (sans-IO).
 //! - [`group_service`] — groups on the node: routing to the coordinating shard, offsets in
 //!   `__consumer_offsets`, timeouts.
@@ -44,6 +45,7 @@ pub mod catalog;
 pub mod config;
 pub mod disk_space;
 pub mod dynamic_configs;
+pub mod fetch_session;
 pub mod group;
 pub mod group_service;
 pub mod helper_thread;

@@ -49,6 +49,16 @@ pub const READ_BYTES_MIN: u64 = 64 << 10;
 /// larger reads only delay the first byte; the consumer comes back for more).
 pub const READ_BYTES_MAX: u64 = 8 << 20;
 
+/// Partitions every KIP-227 fetch session on one shard holds together (`fetch_session`): each
+/// costs ~100 bytes (its name, offsets and an index entry), so 256 Ki bound a shard's sessions
+/// at ~25 MiB — 256 consumers of 1,000 partitions each. Beyond, new sessions replace idle or
+/// smaller ones, or fetches go on without one.
+pub const FETCH_SESSION_PARTITIONS_PER_SHARD: usize = 256 << 10;
+
+/// A fetch session idle this long may be replaced by a new one when the cache is full
+/// (Kafka's `min.incremental.fetch.session.eviction.ms`, 2 minutes).
+pub const FETCH_SESSION_EVICTION_MS: u64 = 120_000;
+
 /// Largest request frame accepted (Kafka's `socket.request.max.bytes` default, 100 MiB).
 pub const FRAME_BYTES_MAX: usize = 100 << 20;
 

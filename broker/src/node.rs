@@ -171,6 +171,8 @@ pub struct Node {
     /// Connection memory budget of this shard, in KiB units: large request frames and queued
     /// replies (`limits::SHARD_CONNECTION_MEMORY_BYTES`).
     pub connection_memory: Rc<Semaphore>,
+    /// KIP-227 fetch sessions made on this shard's connections.
+    pub fetch_sessions: RefCell<crate::fetch_session::FetchSessions>,
 }
 
 /// What a produce resolves to once the batch is as durable as asked.
@@ -182,6 +184,17 @@ fn ready(outcome: ProduceOutcome) -> Completion {
 
 impl Node {
     pub fn new(shard: usize, shared: Arc<NodeShared>) -> Rc<Node> {
+        let shards = shared.senders.len().max(1);
+        let slots = shared
+            .config
+            .max_incremental_fetch_session_cache_slots
+            .max(0) as usize;
+        let fetch_sessions = crate::fetch_session::FetchSessions::new(
+            slots.div_ceil(shards),
+            crate::limits::FETCH_SESSION_PARTITIONS_PER_SHARD,
+            crate::limits::FETCH_SESSION_EVICTION_MS,
+            crate::server::now_ms() as u64 ^ ((shard as u64) << 32),
+        );
         Rc::new(Node {
             shard,
             shared,
@@ -196,6 +209,7 @@ impl Node {
             connection_memory: Rc::new(Semaphore::new(
                 (crate::limits::SHARD_CONNECTION_MEMORY_BYTES >> 10) as u64,
             )),
+            fetch_sessions: RefCell::new(fetch_sessions),
         })
     }
 
@@ -212,6 +226,9 @@ impl Node {
     }
 
     pub fn owner(&self, tp: &TopicPartition) -> usize {
+        if self.shards() == 1 {
+            return 0;
+        }
         shard_for(&tp.0, tp.1, self.shards())
     }
 
@@ -409,9 +426,7 @@ impl Node {
         offset: Offset,
         committed: bool,
     ) -> Option<ReadOut> {
-        if self.owner(tp) != self.shard {
-            return None;
-        }
+        // Only this shard's partitions are in the map.
         self.partitions
             .borrow()
             .get(tp)?

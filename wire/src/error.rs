@@ -34,6 +34,8 @@ pub enum ErrorCode {
     DuplicateSequenceNumber = 46,
     InvalidProducerEpoch = 47,
     KafkaStorageError = 56,
+    FetchSessionIdNotFound = 70,
+    InvalidFetchSessionEpoch = 71,
     InvalidRecord = 87,
     NotCoordinator = 16,
     IllegalGeneration = 22,
@@ -99,6 +101,8 @@ impl ErrorCode {
             46 => ErrorCode::DuplicateSequenceNumber,
             47 => ErrorCode::InvalidProducerEpoch,
             56 => ErrorCode::KafkaStorageError,
+            70 => ErrorCode::FetchSessionIdNotFound,
+            71 => ErrorCode::InvalidFetchSessionEpoch,
             87 => ErrorCode::InvalidRecord,
             16 => ErrorCode::NotCoordinator,
             22 => ErrorCode::IllegalGeneration,
@@ -141,6 +145,8 @@ impl ErrorCode {
                 | ErrorCode::NotEnoughReplicas
                 | ErrorCode::NotEnoughReplicasAfterAppend
                 | ErrorCode::KafkaStorageError
+                | ErrorCode::FetchSessionIdNotFound
+                | ErrorCode::InvalidFetchSessionEpoch
                 | ErrorCode::NotCoordinator
                 | ErrorCode::CoordinatorNotAvailable
                 | ErrorCode::CoordinatorLoadInProgress

@@ -6,7 +6,10 @@
 //! encoded by `strand_wire::fetch`, so record bytes travel from the log's buffers to the socket
 //! without a copy. A response carries at most `fetch.max.bytes` (or the client's `max_bytes`
 //! if lower), and a partition listed twice in one request is read and answered once.
+//! Fetch v7+ may use a KIP-227 session (`fetch_session`): the request then names only what
+//! changed, and the answer lists only partitions with records, errors or moved offsets.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -16,15 +19,9 @@ use bytes::Bytes;
 use strand_wire::fetch::{encode_fetch_response, FetchPartition, FetchTopic};
 use strand_wire::kafka::messages::FetchRequest;
 
+use crate::fetch_session::{Answer, Mode, Plan, Told, Want};
 use crate::node::{Node, ReadOutcome};
 use crate::storage::Offset;
-
-struct Want {
-    topic_index: usize,
-    partition: i32,
-    offset: i64,
-    bytes_max: usize,
-}
 
 /// Serves a fetch and returns the encoded response as socket segments.
 pub async fn handle(
@@ -42,28 +39,42 @@ pub async fn handle(
     } else {
         broker_max
     };
-    let mut topics = Vec::new();
     let mut wants = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for (ti, t) in req.topics.iter().enumerate() {
-        topics.push(t.topic.clone());
+    for t in &req.topics {
         for p in &t.partitions {
             if !seen.insert((t.topic.0.as_str(), p.partition)) {
                 continue; // listed twice: Kafka keeps one entry per partition
             }
             wants.push(Want {
-                topic_index: ti,
-                partition: p.partition,
-                offset: p.fetch_offset,
-                bytes_max: p.partition_max_bytes.max(0) as usize,
+                tp: Rc::new((t.topic.0.to_string(), p.partition)),
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes,
             });
         }
     }
+    let forgotten: Vec<_> = req
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p)))
+        .collect();
+    // Fetch v7+ carries the session fields; older versions decode as "no session" (0, -1).
+    let (session_id, epoch) = if version >= 7 {
+        (req.session_id, req.session_epoch)
+    } else {
+        (0, -1)
+    };
+    let now_ms = crate::server::now_ms().max(0) as u64;
+    let planned = node
+        .fetch_sessions
+        .borrow_mut()
+        .plan(session_id, epoch, wants, &forgotten, now_ms);
+    let plan = match planned {
+        Ok(plan) => plan,
+        Err(code) => return encode_fetch_response(version, correlation_id, 0, code.code(), 0, &[]),
+    };
     let owners: Vec<usize> = {
-        let mut o: Vec<usize> = wants
-            .iter()
-            .map(|w| node.owner(&(topics[w.topic_index].0.to_string(), w.partition)))
-            .collect();
+        let mut o: Vec<usize> = plan.wants.iter().map(|(w, _)| node.owner(&w.tp)).collect();
         o.sort_unstable();
         o.dedup();
         o
@@ -75,7 +86,7 @@ pub async fn handle(
             .iter()
             .map(|&s| crate::wake::cross(node.shared.appended[s].listen()))
             .collect();
-        let results = read_all(node, &topics, &wants, response_max, committed).await;
+        let results = read_all(node, &plan, response_max, committed).await;
         let bytes: usize = results
             .iter()
             .map(|r| r.as_ref().map_or(0, |o| o.bytes))
@@ -92,16 +103,12 @@ pub async fn handle(
         }
         wait.await;
     };
-    let mut by_topic: Vec<FetchTopic> = topics
-        .iter()
-        .map(|name| FetchTopic {
-            name: name.0.as_str().to_string(),
-            partitions: Vec::new(),
-        })
-        .collect();
-    for (want, result) in wants.iter().zip(results) {
+    let mut by_topic: Vec<FetchTopic> = Vec::new();
+    let mut topic_at: HashMap<&str, usize> = HashMap::new();
+    let mut answered = Vec::new();
+    for (i, ((want, _), result)) in plan.wants.iter().zip(results).enumerate() {
         let mut pd = FetchPartition {
-            index: want.partition,
+            index: want.tp.1,
             preferred_read_replica: -1,
             ..Default::default()
         };
@@ -122,9 +129,34 @@ pub async fn handle(
                 pd.log_start_offset = -1;
             }
         }
-        by_topic[want.topic_index].partitions.push(pd);
+        let answer = Answer {
+            told: Told {
+                high_watermark: pd.high_watermark,
+                last_stable: pd.last_stable_offset,
+                log_start: pd.log_start_offset,
+            },
+            has_records: !pd.records.is_empty(),
+            error: pd.error_code != 0,
+        };
+        if !plan.must_answer(i, &answer) {
+            continue;
+        }
+        answered.push((i, answer));
+        let at = *topic_at.entry(want.tp.0.as_str()).or_insert_with(|| {
+            by_topic.push(FetchTopic {
+                name: want.tp.0.clone(),
+                partitions: Vec::new(),
+            });
+            by_topic.len() - 1
+        });
+        by_topic[at].partitions.push(pd);
     }
-    encode_fetch_response(version, correlation_id, 0, 0, 0, &by_topic)
+    node.fetch_sessions.borrow_mut().told(&plan, &answered);
+    let session_id = match plan.mode {
+        Mode::Sessionless => 0,
+        Mode::Full { session_id } | Mode::Incremental { session_id } => session_id,
+    };
+    encode_fetch_response(version, correlation_id, 0, 0, session_id, &by_topic)
 }
 
 struct Read {
@@ -140,24 +172,24 @@ struct Read {
 /// `response_max` bytes except that the first batch found is always returned whole.
 async fn read_all(
     node: &Rc<Node>,
-    topics: &[strand_wire::kafka::messages::TopicName],
-    wants: &[Want],
+    plan: &Plan,
     response_max: usize,
     committed: bool,
 ) -> Vec<Result<Read, strand_wire::ErrorCode>> {
     // A task per partition with something to read (reads run in parallel, across shards);
     // the others are answered in place: with 1,000 partitions, spawning a task for each made
     // up a quarter of the broker's CPU (allocations past the heap's trim threshold).
-    let tasks: Vec<_> = wants
+    let tasks: Vec<_> = plan
+        .wants
         .iter()
-        .map(|w| {
-            let tp = (topics[w.topic_index].0.to_string(), w.partition);
-            let offset = Offset(w.offset);
-            if let Some(nothing) = node.read_nothing_new(&tp, offset, committed) {
+        .map(|(w, _)| {
+            let offset = Offset(w.fetch_offset);
+            if let Some(nothing) = node.read_nothing_new(&w.tp, offset, committed) {
                 return Err(nothing);
             }
             let node = Rc::clone(node);
-            let bytes_max = w.bytes_max.min(response_max);
+            let tp = (*w.tp).clone();
+            let bytes_max = (w.max_bytes.max(0) as usize).min(response_max);
             Ok(glommio::spawn_local(async move {
                 node.read(tp, offset, bytes_max, committed).await
             }))

@@ -1,0 +1,111 @@
+"""KIP-227 incremental fetch sessions on the wire (Fetch v7, built by hand): a full fetch opens
+a session, incremental fetches name only what moved and get back only what changed, stale
+epochs and unknown sessions get errors 71 and 70, forgotten partitions leave the session, and
+epoch -1 closes it. (The Java client, in test_java, uses sessions for every consumer.)"""
+import socket
+import struct
+import uuid
+
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+
+import kafka_raw
+from kafka_raw import batch, record, s
+
+FETCH_SESSION_ID_NOT_FOUND = 70
+INVALID_FETCH_SESSION_EPOCH = 71
+
+
+def fetch_v7(session_id, epoch, topic, partitions, forgotten=(), max_wait_ms=50, cid=1):
+    """Fetch v7 naming `partitions` [(partition, offset)] of `topic`, forgetting `forgotten`."""
+    parts = b"".join(struct.pack(">iqqi", p, o, -1, 1 << 20) for p, o in partitions)
+    topics = (struct.pack(">i", 1) + s(topic) + struct.pack(">i", len(partitions)) + parts
+              if partitions else struct.pack(">i", 0))
+    gone = (struct.pack(">i", 1) + s(topic) + struct.pack(">i", len(forgotten))
+            + b"".join(struct.pack(">i", p) for p in forgotten)
+            if forgotten else struct.pack(">i", 0))
+    body = (struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0)
+            + struct.pack(">ii", session_id, epoch) + topics + gone)
+    return kafka_raw.framed(1, 7, cid, body)
+
+
+def parse_fetch_v7(body):
+    """(error, session id, {partition: (error, high watermark, record bytes)})."""
+    at = 4 + 4  # correlation id, throttle
+    error, session_id = struct.unpack(">hi", body[at:at + 6])
+    at += 6
+    out = {}
+    (ntopics,) = struct.unpack(">i", body[at:at + 4])
+    at += 4
+    for _ in range(ntopics):
+        at += 2 + struct.unpack(">h", body[at:at + 2])[0]
+        (nparts,) = struct.unpack(">i", body[at:at + 4])
+        at += 4
+        for _ in range(nparts):
+            p, err, hw, _lso, _start = struct.unpack(">ihqqq", body[at:at + 30])
+            at += 30
+            (naborted,) = struct.unpack(">i", body[at:at + 4])
+            at += 4 + max(naborted, 0) * 16
+            (nbytes,) = struct.unpack(">i", body[at:at + 4])
+            at += 4 + max(nbytes, 0)
+            out[p] = (err, hw, max(nbytes, 0))
+    return error, session_id, out
+
+
+def test_incremental_fetch_session(broker):
+    topic = f"fs-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic(topic, 3, 1)])
+    admin.close()
+    one = batch(record(0, b"k", b"v"), 1, 0)
+    assert kafka_raw.produce(broker.port, topic, one, partition=0) == 0
+
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as sock:
+        def fetch(*args, **kwargs):
+            sock.sendall(fetch_v7(*args, **kwargs))
+            return parse_fetch_v7(kafka_raw.read_frame(sock))
+
+        # A full fetch (epoch 0) opens a session and answers every partition.
+        err, sid, parts = fetch(0, 0, topic, [(0, 0), (1, 0), (2, 0)])
+        assert err == 0 and sid > 0, (err, sid)
+        assert sorted(parts) == [0, 1, 2]
+        assert parts[0][2] > 0 and parts[1][2] == 0, parts
+
+        # Incremental: partition 0 moved to offset 1; nothing changed anywhere.
+        err, sid2, parts = fetch(sid, 1, topic, [(0, 1)])
+        assert (err, sid2, parts) == (0, sid, {}), parts
+
+        # New records on partition 2: only it comes back, from the offset the session holds.
+        assert kafka_raw.produce(broker.port, topic, one, partition=2) == 0
+        err, _, parts = fetch(sid, 2, topic, [])
+        assert err == 0 and sorted(parts) == [2] and parts[2][1] == 1 and parts[2][2] > 0, parts
+
+        # The same epoch again, and an unknown session.
+        assert fetch(sid, 2, topic, [])[0] == INVALID_FETCH_SESSION_EPOCH
+        assert fetch(sid + 1, 1, topic, [])[0] == FETCH_SESSION_ID_NOT_FOUND
+
+        # Forgotten partitions leave the session: new records there are not answered.
+        err, _, parts = fetch(sid, 3, topic, [], forgotten=[2])
+        assert err == 0, err
+        assert kafka_raw.produce(broker.port, topic, one, partition=2) == 0
+        err, _, parts = fetch(sid, 4, topic, [])
+        assert (err, parts) == (0, {}), parts
+        # ... and a partition named again comes back into it.
+        err, _, parts = fetch(sid, 5, topic, [(2, 1)])
+        assert err == 0 and sorted(parts) == [2] and parts[2][1] == 2, parts
+
+        # Epoch -1 closes the session (a sessionless answer, session id 0).
+        err, sid3, parts = fetch(sid, -1, topic, [(0, 0)])
+        assert (err, sid3) == (0, 0) and sorted(parts) == [0]
+        assert fetch(sid, 6, topic, [])[0] == FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_sessions_off(make_broker):
+    b = make_broker(config={"max.incremental.fetch.session.cache.slots": 0}).start()
+    topic = f"fs-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    admin.create_topics([NewTopic(topic, 2, 1)])
+    admin.close()
+    body = kafka_raw.call(b.port, fetch_v7(0, 0, topic, [(0, 0), (1, 0)]))
+    err, sid, parts = parse_fetch_v7(body)
+    assert (err, sid, sorted(parts)) == (0, 0, [0, 1]), "answered in full, no session"
