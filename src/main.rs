@@ -75,6 +75,10 @@ struct ServeArgs {
     /// Address to accept Kafka clients on [default: 127.0.0.1:9092].
     #[arg(long, env = "STRAND_LISTEN")]
     listen: Option<String>,
+    /// Address of the admin HTTP API (health, request-stage histograms); empty: off
+    /// [default: 127.0.0.1:9644].
+    #[arg(long, env = "STRAND_ADMIN_LISTEN")]
+    admin_listen: Option<String>,
     /// Directory for partition data [default: ./strand-data].
     #[arg(long, env = "STRAND_DATA_DIR")]
     data_dir: Option<PathBuf>,
@@ -206,6 +210,9 @@ fn serve(args: ServeArgs) -> ExitCode {
     };
     if let Some(listen) = args.listen {
         config.listen = listen;
+    }
+    if let Some(admin) = args.admin_listen {
+        config.admin_listen = admin;
     }
     if let Some(dir) = args.data_dir {
         config.data_dir = dir;

@@ -59,6 +59,10 @@ struct Common {
     /// A running Kafka-compatible broker (default: start Strand in a temp directory).
     #[arg(long, env = "STRAND_BENCH_BOOTSTRAP")]
     bootstrap: Option<String>,
+    /// The admin API (`HOST:PORT`) of the Strand broker given with --bootstrap: its request
+    /// stage timings are printed next to the bench's [default: the started broker's].
+    #[arg(long)]
+    broker_admin: Option<String>,
     /// Measured duration (`30s`, `500ms`, `2m`).
     #[arg(long, env = "STRAND_BENCH_DURATION")]
     duration: Option<String>,
@@ -213,18 +217,29 @@ fn strand_target(
     dir: &Path,
     label: &str,
 ) -> Result<(Target, Option<Spawned>), String> {
-    let (bootstrap, broker, spawned) = match &c.bootstrap {
-        Some(b) => (b.clone(), format!("broker at {b}"), None),
+    let (bootstrap, broker, admin, spawned) = match &c.bootstrap {
+        Some(b) => (
+            b.clone(),
+            format!("broker at {b}"),
+            c.broker_admin.clone(),
+            None,
+        ),
         None => {
             eprintln!("starting strand serve in {}", dir.display());
+            let admin = format!("127.0.0.1:{}", brokers::free_port()?);
             let s = brokers::start_strand(
                 &env.strand_bin,
                 dir,
                 c.broker_cores,
-                &[],
+                &[("admin.listen", format!("{admin:?}"))],
                 c.placement.broker.as_deref(),
             )?;
-            (s.bootstrap.clone(), s.description.clone(), Some(s))
+            (
+                s.bootstrap.clone(),
+                s.description.clone(),
+                Some(admin),
+                Some(s),
+            )
         }
     };
     let t = Target {
@@ -232,6 +247,7 @@ fn strand_target(
         bootstrap,
         broker,
         topic_configs: Vec::new(),
+        admin,
     };
     Ok((t, spawned))
 }
@@ -269,6 +285,7 @@ fn run_one(w: &Workload, t: &Target) -> Result<RunResult, String> {
     announce(w, t);
     let r = run::run(w, t, &Progress::default())?;
     print!("{}", r.summary.table());
+    print!("{}", crate::stages::table(&r.broker_stages));
     if let Some(e) = &r.summary.counts.first_error {
         eprintln!("first error: {e}");
     }
@@ -453,6 +470,7 @@ fn compare_brokers(
                 bootstrap: b.clone(),
                 broker: format!("kafka at {b}"),
                 topic_configs: Vec::new(),
+                admin: None,
             },
             None,
         ),
@@ -473,6 +491,7 @@ fn compare_brokers(
                     bootstrap: k.bootstrap.clone(),
                     broker: k.description.clone(),
                     topic_configs: Vec::new(),
+                    admin: None,
                 },
                 Some(k),
             )

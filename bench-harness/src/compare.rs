@@ -133,6 +133,7 @@ mod tests {
             start_epoch_s: 0.0,
             summary: Summary::of(&intervals),
             intervals,
+            broker_stages: Vec::new(),
         }
     }
 

@@ -18,6 +18,7 @@
 //! - [`run`] — one run: topics, driver, the once-a-second drain, stop and drain.
 //! - [`brokers`] — starting `strand serve` and Apache Kafka (KRaft) for a bench.
 //! - [`cli`] — `strand bench [run|compare-acks|compare-brokers]`.
+//! - [`stages`] — the broker's request-stage timings from Strand's admin API.
 //!
 //! Binaries: `src/bin/strand-rdkafka-perf.rs` and `src/bin/strand-native-perf.rs`, producer
 //! load generators with the flags and final line of Kafka's `ProducerPerformance` (used by
@@ -36,6 +37,7 @@ pub mod placement;
 pub mod rate;
 pub mod report;
 pub mod run;
+pub mod stages;
 pub mod workload;
 
 pub use measure::latency_histogram;

@@ -214,6 +214,7 @@ pub fn run_json(run: &RunResult) -> Result<Value, String> {
             "consume_rate_msg_s": s.consume_rate(),
             "latency_ms": latency,
         },
+        "broker_stages_us": run.broker_stages,
         "intervals": intervals,
         "histograms": {
             "unit": "us",
@@ -309,6 +310,7 @@ mod tests {
             start_epoch_s: 1_700_000_000.0,
             summary: Summary::of(&intervals),
             intervals,
+            broker_stages: Vec::new(),
         }
     }
 

@@ -30,6 +30,9 @@ pub struct Target {
     pub broker: String,
     /// Topic configs set at creation (Strand's `write.caching`).
     pub topic_configs: Vec<(String, String)>,
+    /// Strand's admin API (`HOST:PORT`), for the broker's stage timings; `None`: not known
+    /// (Kafka, or a broker given without `--broker-admin`).
+    pub admin: Option<String>,
 }
 
 /// What a run measured.
@@ -43,6 +46,8 @@ pub struct RunResult {
     pub start_epoch_s: f64,
     pub intervals: Vec<Interval>,
     pub summary: Summary,
+    /// The broker's stage timings over the measured window (empty without an admin API).
+    pub broker_stages: Vec<crate::stages::StageRow>,
 }
 
 /// Runs `f` on a one-off glommio executor on this thread's behalf.
@@ -249,6 +254,7 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
     let mut last_s = 0.0;
     let (mut acked, mut consumed) = (0u64, 0u64);
     let mut stopped_at: Option<Instant> = None;
+    let mut stages_reset = false;
     loop {
         let now_s = start.elapsed().as_secs_f64();
         let mut next = last_s + TICK.as_secs_f64();
@@ -279,6 +285,14 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
             measured,
         };
         last_s = now_s;
+        if !stages_reset && now_s >= warmup_end - 1e-6 {
+            stages_reset = true;
+            if let Some(admin) = &target.admin {
+                if let Err(e) = crate::stages::fetch(admin, true) {
+                    eprintln!("broker stages off: {e}");
+                }
+            }
+        }
         if stopped_at.is_none() {
             progress.line(&interval.line());
             progress.bar(
@@ -332,6 +346,13 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
         }
     }
     let summary = Summary::of(&intervals);
+    let broker_stages = match &target.admin {
+        Some(admin) => crate::stages::fetch(admin, false).unwrap_or_else(|e| {
+            eprintln!("broker stages off: {e}");
+            Vec::new()
+        }),
+        None => Vec::new(),
+    };
     Ok(RunResult {
         label: target.label.clone(),
         broker: target.broker.clone(),
@@ -340,5 +361,6 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
         start_epoch_s,
         intervals,
         summary,
+        broker_stages,
     })
 }

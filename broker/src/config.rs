@@ -12,6 +12,8 @@ use crate::storage::{CleanupPolicy, LogConfig};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9092";
 pub const DEFAULT_DATA_DIR: &str = "./strand-data";
+/// Redpanda's admin API port.
+pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9644";
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct BrokerConfig {
@@ -19,6 +21,8 @@ pub struct BrokerConfig {
     pub listen: String,
     /// Where partitions live (`<data_dir>/<topic>-<partition>/`).
     pub data_dir: PathBuf,
+    /// `admin.listen`: `HOST:PORT` of the admin HTTP API (`admin_http`); empty: off.
+    pub admin_listen: String,
     /// Shards (one pinned executor per core); `None` = every online core.
     pub cores: Option<usize>,
     /// Defaults for every partition's log.
@@ -94,6 +98,7 @@ impl Default for BrokerConfig {
         BrokerConfig {
             listen: DEFAULT_LISTEN.to_string(),
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            admin_listen: DEFAULT_ADMIN_LISTEN.to_string(),
             cores: None,
             log: LogConfig::default(),
             retention_check_interval_ms: 300_000,
@@ -123,6 +128,8 @@ impl Default for BrokerConfig {
 pub struct FileConfig {
     pub listen: Option<String>,
     pub data_dir: Option<PathBuf>,
+    #[serde(rename = "admin.listen")]
+    pub admin_listen: Option<String>,
     pub cores: Option<usize>,
     #[serde(rename = "log.segment.bytes")]
     pub segment_bytes: Option<u64>,
@@ -271,6 +278,7 @@ impl BrokerConfig {
         set!(self.group_max_size, f.group_max_size);
         set!(self.connections_max_idle_ms, f.connections_max_idle_ms);
         set!(self.fetch_max_bytes, f.fetch_max_bytes);
+        set!(self.admin_listen, f.admin_listen);
         set!(
             self.max_incremental_fetch_session_cache_slots,
             f.max_incremental_fetch_session_cache_slots
@@ -366,6 +374,14 @@ impl BrokerConfig {
         }
         if self.cores == Some(0) {
             return Err(ConfigError("cores must be at least 1".into()));
+        }
+        if !self.admin_listen.is_empty()
+            && self.admin_listen.parse::<std::net::SocketAddr>().is_err()
+        {
+            return Err(ConfigError(format!(
+                "admin.listen must be HOST:PORT or empty (off), got {:?}",
+                self.admin_listen
+            )));
         }
         if self.listen.parse::<std::net::SocketAddr>().is_err() {
             return Err(ConfigError(format!(

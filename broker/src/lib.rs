@@ -28,6 +28,9 @@
 //! - [`txn`] — the transaction coordinator (sans-IO) and its `__transaction_state` records.
 //! - [`txn_service`] — transactions on the node: routing to the coordinating shard,
 //!   persistence, markers to every partition, timeouts, recovery of in-doubt transactions.
+//! - [`stages`] — per-shard latency histograms of each request stage (queue, decode, handle,
+//!   write; hop, append, fsync wait), merged for the admin API (sans-IO).
+//! - [`admin_http`] — the admin HTTP listener (`admin.listen`): health and `GET /v1/stages`.
 //! - [`testkit`] — batches and settings shared by the crash-test child and its test.
 //! - [`wake`] — cross-shard wake-ups over glommio shared channels (doorbells), never a task
 //!   waker handed to another thread.
@@ -39,6 +42,7 @@
 //! active `SegmentWriter`'s aligned buffer (written with O_DIRECT when full or on flush) and
 //! into the hot-tail cache. `append_durable` then waits for a group-commit fdatasync.
 
+pub mod admin_http;
 pub mod admission;
 pub mod auto_create;
 pub mod catalog;
@@ -58,6 +62,7 @@ pub mod producer_state;
 pub mod server;
 pub mod shard;
 pub mod shutdown;
+pub mod stages;
 pub mod storage;
 pub mod testkit;
 pub mod topic_configs;

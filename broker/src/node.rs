@@ -58,6 +58,8 @@ pub enum ShardMsg {
         tp: TopicPartition,
         batch: BytesMut,
         durable: bool,
+        /// When it was sent (the owner records the hop).
+        sent_at: std::time::Instant,
         appended: oneshot::Sender<()>,
         done: oneshot::Sender<ProduceOutcome>,
     },
@@ -108,6 +110,11 @@ pub enum ShardMsg {
     Group {
         req: crate::group_service::GroupRequest,
         reply: oneshot::Sender<crate::group_service::GroupResponse>,
+    },
+    /// This shard's stage histograms (reset after the copy when `reset`), for the admin API.
+    Stages {
+        reset: bool,
+        reply: oneshot::Sender<crate::stages::Stages>,
     },
     /// A catalog change, to the controller (shard 0).
     Catalog {
@@ -173,6 +180,8 @@ pub struct Node {
     pub connection_memory: Rc<Semaphore>,
     /// KIP-227 fetch sessions made on this shard's connections.
     pub fetch_sessions: RefCell<crate::fetch_session::FetchSessions>,
+    /// Where this shard's requests spend their time (`stages`).
+    pub stages: Rc<RefCell<crate::stages::Stages>>,
 }
 
 /// What a produce resolves to once the batch is as durable as asked.
@@ -210,6 +219,7 @@ impl Node {
                 (crate::limits::SHARD_CONNECTION_MEMORY_BYTES >> 10) as u64,
             )),
             fetch_sessions: RefCell::new(fetch_sessions),
+            stages: Rc::new(RefCell::new(crate::stages::Stages::new())),
         })
     }
 
@@ -268,9 +278,13 @@ impl Node {
                 tp,
                 batch,
                 durable,
+                sent_at,
                 appended,
                 done,
             } => {
+                self.stages
+                    .borrow_mut()
+                    .record_partition(crate::stages::Stage::Hop, sent_at.elapsed());
                 let completion = self.produce_local(&tp, batch, durable).await;
                 let _ = appended.send(());
                 let _ = done.send(completion.await);
@@ -324,6 +338,9 @@ impl Node {
             ShardMsg::Group { req, reply } => {
                 let _ = reply.send(self.group_local(req).await);
             }
+            ShardMsg::Stages { reset, reply } => {
+                let _ = reply.send(self.local_stages(reset));
+            }
         }
     }
 
@@ -343,6 +360,7 @@ impl Node {
                 tp,
                 batch,
                 durable,
+                sent_at: std::time::Instant::now(),
                 appended,
                 done,
             },
@@ -366,7 +384,11 @@ impl Node {
         let Some(log) = self.local(tp) else {
             return ready(Err(ErrorCode::UnknownTopicOrPartition));
         };
+        let started = std::time::Instant::now();
         let result = log.append(batch, crate::server::now_ms()).await;
+        self.stages
+            .borrow_mut()
+            .record_partition(crate::stages::Stage::Append, started.elapsed());
         self.shared.appended[self.shard].notify(usize::MAX);
         let (base, next) = match result {
             Ok(meta) => (meta.base_offset, meta.last_offset.next()),
@@ -383,12 +405,45 @@ impl Node {
         if !durable {
             return ready(Ok((base, start)));
         }
+        let stages = Rc::clone(&self.stages);
         Box::pin(async move {
-            match log.sync_to(next).await {
+            let waited = std::time::Instant::now();
+            let synced = log.sync_to(next).await;
+            stages
+                .borrow_mut()
+                .record_partition(crate::stages::Stage::FsyncWait, waited.elapsed());
+            match synced {
                 Ok(()) => Ok((base, start)),
                 Err(_) => Err(ErrorCode::KafkaStorageError),
             }
         })
+    }
+
+    /// A copy of this shard's stage histograms; `reset` empties them after the copy.
+    pub fn local_stages(&self, reset: bool) -> crate::stages::Stages {
+        let mut stages = self.stages.borrow_mut();
+        let copy = stages.clone();
+        if reset {
+            stages.reset();
+        }
+        copy
+    }
+
+    /// Every shard's stage histograms, merged (`reset`: each shard's emptied after its copy).
+    pub async fn all_stages(&self, reset: bool) -> crate::stages::Stages {
+        let mut all = crate::stages::Stages::new();
+        for shard in 0..self.shards() {
+            if shard == self.shard {
+                all.merge(&self.local_stages(reset));
+                continue;
+            }
+            let (reply, rx) = oneshot::channel();
+            self.send(shard, ShardMsg::Stages { reset, reply });
+            if let Ok(s) = crate::wake::cross(rx).await {
+                all.merge(&s);
+            }
+        }
+        all
     }
 
     pub async fn read(

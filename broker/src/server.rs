@@ -165,6 +165,7 @@ async fn shard_main(
     spawn_shutdown_watch(Rc::clone(&node));
     if id == 0 {
         spawn_disk_watch(Rc::clone(&node));
+        crate::admin_http::spawn(Rc::clone(&node));
     }
 
     let listen = shared.config.listen.clone();

@@ -82,6 +82,12 @@ def test_bench_without_arguments_writes_json_and_html(tmp_path):
     check_run(run)
     # Default rate 10,000 msg/s: honest numbers, near the target on an idle machine.
     assert run["summary"]["send_rate_msg_s"] > 5000, run["summary"]
+    # The started broker's own stage timings, over the measured window, next to the bench's.
+    assert re.search(r"^produce total\s+[\d.]+", p.stdout, re.M), p.stdout
+    stages = {(r["api"], r["stage"]): r for r in run["broker_stages_us"]}
+    produced = stages[("produce", "total")]["count"]
+    assert 0 < produced <= run["summary"]["records_sent"], (produced, run["summary"])
+    assert stages[("partition", "append")]["count"] >= produced
     assert page.count("<svg") >= 4
     points = [p.split() for p in re.findall(r'<polyline class="series"[^>]* points="([^"]+)"', page)]
     assert len(points) >= 5, points

@@ -44,6 +44,7 @@ use tracing::{debug, warn};
 use super::{api_versions, handle, supported, Handled, PendingReply, Reply};
 use crate::limits;
 use crate::node::Node;
+use crate::stages::{ApiClass, Stage, Stages};
 
 /// Bytes requested from the socket per read while no frame is partly read and the client has
 /// sent something (a frame's size is then known and the rest is read in pieces of up to
@@ -58,6 +59,11 @@ struct Queued {
     reply: Outgoing,
     /// Holds one of the connection's in-flight slots until written.
     _slot: StaticPermit,
+    /// For the stage histograms: the API's class, when the frame was complete and when it
+    /// was decoded.
+    class: ApiClass,
+    received: Instant,
+    decoded: Instant,
 }
 
 enum Outgoing {
@@ -89,8 +95,9 @@ pub async fn serve(node: Rc<Node>, stream: TcpStream) -> io::Result<()> {
     let (stopped_tx, stopped_rx) = oneshot::channel::<()>();
     let writing = glommio::spawn_local({
         let (queued, peer) = (Rc::clone(&queued), peer.clone());
+        let stages = Rc::clone(&node.stages);
         async move {
-            let result = write_replies(writer, rx, queued, peer).await;
+            let result = write_replies(writer, rx, queued, peer, stages).await;
             drop(stopped_tx); // a writer that gives up stops the reader too
             result
         }
@@ -205,6 +212,7 @@ async fn read_requests(
             }
         };
         frame_started = None;
+        let received = Instant::now();
         // Held until the request is handled (the frame's bytes are copied or dropped by then).
         let _frame_budget = frame_budget.take();
         let slot = slots
@@ -221,8 +229,18 @@ async fn read_requests(
         };
         let version = prefix.api_version;
         let correlation_id = prefix.correlation_id;
+        let class = match api {
+            ApiKey::Produce => ApiClass::Produce,
+            ApiKey::Fetch => ApiClass::Fetch,
+            _ => ApiClass::Other,
+        };
+        node.stages
+            .borrow_mut()
+            .record(class, Stage::Queue, received.elapsed());
+        let mut decoded = Instant::now();
         let in_range = supported(api).is_some_and(|(lo, hi)| version >= lo && version <= hi);
         let (version, handled) = if in_range {
+            let decoding = decoded;
             let (header, _, request) = match decode_request(frame) {
                 Ok(x) => x,
                 Err(e) => {
@@ -230,6 +248,10 @@ async fn read_requests(
                     return Ok(());
                 }
             };
+            decoded = Instant::now();
+            node.stages
+                .borrow_mut()
+                .record(class, Stage::Decode, decoded - decoding);
             debug!(%peer, ?api, version, correlation_id, "request");
             (version, handle(node, &header, request).await)
         } else if api == ApiKey::ApiVersions {
@@ -246,6 +268,9 @@ async fn read_requests(
                 let Some(segments) = encode(api, version, correlation_id, reply, peer)? else {
                     continue; // nothing goes back (acks=0)
                 };
+                node.stages
+                    .borrow_mut()
+                    .record(class, Stage::Handle, decoded.elapsed());
                 let bytes: usize = segments.iter().map(Bytes::len).sum();
                 let before = queued.get();
                 let over = (before + bytes).saturating_sub(limits::CONNECTION_FREE_BYTES)
@@ -275,6 +300,9 @@ async fn read_requests(
             correlation_id,
             reply,
             _slot: slot,
+            class,
+            received,
+            decoded,
         };
         tx.unbounded_send(q)
             .map_err(|_| io::Error::other("writer gone"))?;
@@ -388,6 +416,7 @@ async fn write_replies(
     mut rx: mpsc::UnboundedReceiver<Queued>,
     queued: Rc<Cell<usize>>,
     peer: String,
+    stages: Rc<std::cell::RefCell<Stages>>,
 ) -> io::Result<()> {
     while let Some(q) = rx.next().await {
         let (segments, bytes) = match q.reply {
@@ -395,13 +424,18 @@ async fn write_replies(
                 segments, bytes, ..
             } => (segments, bytes),
             Outgoing::Later(pending) => {
-                match encode(q.api, q.version, q.correlation_id, pending.await, &peer) {
+                let reply = pending.await;
+                stages
+                    .borrow_mut()
+                    .record(q.class, Stage::Handle, q.decoded.elapsed());
+                match encode(q.api, q.version, q.correlation_id, reply, &peer) {
                     Ok(Some(segments)) => (segments, 0),
                     Ok(None) => continue,
                     Err(_) => return Ok(()),
                 }
             }
         };
+        let writing = Instant::now();
         for s in &segments {
             if let Err(e) = write_timed(&mut stream, s).await {
                 if e.kind() == io::ErrorKind::TimedOut {
@@ -412,6 +446,9 @@ async fn write_replies(
         }
         queued.set(queued.get() - bytes);
         stream.flush().await?;
+        let mut stages = stages.borrow_mut();
+        stages.record(q.class, Stage::Write, writing.elapsed());
+        stages.record(q.class, Stage::Total, q.received.elapsed());
     }
     stream.flush().await?;
     stream.close().await

@@ -1,0 +1,137 @@
+//! The admin HTTP listener (`admin.listen`, Redpanda's port 9644 by default; empty: off),
+//! served by shard 0 on its own executor. One request per connection (`Connection: close`).
+//!
+//! - `GET /v1/status/live`, `GET /v1/status/ready`: 200 while the broker runs.
+//! - `GET /v1/stages`: every shard's request-stage histograms merged (`stages`), as JSON:
+//!   `{"stages": [{"api", "stage", "count", "p50_us", "p99_us", "p999_us", "max_us"}]}`.
+//!   `?reset=true` empties them after the copy, so a bench can measure exactly its window.
+//!
+//! Requests are parsed with `httparse`; a head over `HEAD_BYTES_MAX` or not complete within
+//! `READ_TIMEOUT_MS` closes the connection. Bind failure is a warning, not fatal: the Kafka
+//! listener matters more than the admin one (several brokers on one host share the default).
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::{TcpListener, TcpStream};
+use tracing::{debug, info, warn};
+
+use crate::node::Node;
+
+/// Largest request head accepted: the admin API has no request bodies.
+const HEAD_BYTES_MAX: usize = 8 << 10;
+/// Time a client has to send its request head.
+const READ_TIMEOUT_MS: u64 = 5_000;
+
+/// Serves the admin API on `node` (shard 0) until the process ends.
+pub fn spawn(node: Rc<Node>) {
+    let addr = node.config().admin_listen.clone();
+    if addr.is_empty() {
+        return;
+    }
+    let listener = match TcpListener::bind(addr.as_str()) {
+        Ok(l) => l,
+        Err(e) => {
+            warn!(%addr, error = %e, "admin API off: cannot listen (admin.listen)");
+            return;
+        }
+    };
+    info!(%addr, "admin API listening");
+    glommio::spawn_local(async move {
+        loop {
+            let Ok(stream) = listener.accept().await else {
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            let node = Rc::clone(&node);
+            glommio::spawn_local(async move {
+                if let Err(e) = serve(&node, stream).await {
+                    debug!(error = %e, "admin connection ended with an error");
+                }
+            })
+            .detach();
+        }
+    })
+    .detach();
+}
+
+async fn serve(node: &Rc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
+    let read = read_head(&mut stream);
+    let timer = async {
+        glommio::timer::sleep(Duration::from_millis(READ_TIMEOUT_MS)).await;
+        Ok(None)
+    };
+    let Some(head) = futures_lite::future::or(read, timer).await? else {
+        return Ok(());
+    };
+    let (status, body) = respond(node, &head).await;
+    let reply = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(reply.as_bytes()).await?;
+    stream.close().await
+}
+
+/// The request head (through the blank line), or `None` if it is too large or the client
+/// closed first.
+async fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        head.extend_from_slice(&chunk[..n]);
+        if head.windows(4).any(|w| w == b"\r\n\r\n") {
+            return Ok(Some(head));
+        }
+        if head.len() > HEAD_BYTES_MAX {
+            return Ok(None);
+        }
+    }
+}
+
+/// Status line and JSON body for one request head.
+async fn respond(node: &Rc<Node>, head: &[u8]) -> (&'static str, String) {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut req = httparse::Request::new(&mut headers);
+    let (method, path) = match req.parse(head) {
+        Ok(httparse::Status::Complete(_)) => (
+            req.method.unwrap_or_default().to_string(),
+            req.path.unwrap_or_default().to_string(),
+        ),
+        _ => return ("400 Bad Request", error_body("malformed request")),
+    };
+    if method != "GET" {
+        return (
+            "405 Method Not Allowed",
+            error_body("the admin API answers GET"),
+        );
+    }
+    let (route, query) = path.split_once('?').unwrap_or((path.as_str(), ""));
+    match route {
+        "/v1/status/live" | "/v1/status/ready" => ("200 OK", "{\"status\":\"ok\"}".into()),
+        "/v1/stages" => {
+            let reset = query.split('&').any(|kv| kv == "reset=true");
+            let stages = node.all_stages(reset).await;
+            let body = serde_json::json!({
+                "shards": node.shards(),
+                "stages": stages.summaries(),
+            });
+            ("200 OK", body.to_string())
+        }
+        _ => (
+            "404 Not Found",
+            error_body(&format!(
+                "no route {route:?}: try /v1/status/live, /v1/status/ready, /v1/stages"
+            )),
+        ),
+    }
+}
+
+fn error_body(message: &str) -> String {
+    serde_json::json!({ "error": message }).to_string()
+}

@@ -1,0 +1,236 @@
+//! Where a request's time goes, per shard (sans-IO): latency histograms for each stage of a
+//! request, so a tail the bench sees has an address.
+//!
+//! Connection stages, for Produce, Fetch and every other API apart:
+//! - `queue`: the frame is complete until the connection has an in-flight slot for it (the
+//!   client sent more than `limits::IN_FLIGHT_REQUESTS_PER_CONNECTION` ahead);
+//! - `decode`: the request is decoded;
+//! - `handle`: decoded until the reply is ready (a produce's appends and, for acks=-1, its
+//!   fsync; a fetch's long poll), including a wait for earlier replies of the connection;
+//! - `write`: the reply is written to the socket;
+//! - `total`: the frame is complete until its reply is written.
+//!
+//! Partition stages, on the shard that owns the partition:
+//! - `hop`: a produce sent from another shard until the owner starts on it;
+//! - `append`: `PartitionLog::append` (validation, copies, waiting for write-behind room);
+//! - `fsync_wait`: an acks=-1 append until its bytes are fdatasynced (group commit).
+//!
+//! Each shard records into its own [`Stages`] (no locks); the admin API gathers them from
+//! every shard, merges them and answers percentiles in microseconds (`GET /v1/stages`).
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// The API a connection stage is recorded under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiClass {
+    Produce,
+    Fetch,
+    Other,
+}
+
+/// A stage of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Queue,
+    Decode,
+    Handle,
+    Write,
+    Total,
+    Hop,
+    Append,
+    FsyncWait,
+}
+
+const CONN_STAGES: [Stage; 5] = [
+    Stage::Queue,
+    Stage::Decode,
+    Stage::Handle,
+    Stage::Write,
+    Stage::Total,
+];
+const PARTITION_STAGES: [Stage; 3] = [Stage::Hop, Stage::Append, Stage::FsyncWait];
+const CLASSES: [ApiClass; 3] = [ApiClass::Produce, ApiClass::Fetch, ApiClass::Other];
+const SLOTS: usize = CLASSES.len() * CONN_STAGES.len() + PARTITION_STAGES.len();
+
+/// Longest time a histogram tracks (longer samples are clamped): a fetch long-polls for up to
+/// its `max.wait.ms`, and nothing should take minutes.
+const HIGHEST_US: u64 = 300_000_000;
+
+impl Stage {
+    fn name(self) -> &'static str {
+        match self {
+            Stage::Queue => "queue",
+            Stage::Decode => "decode",
+            Stage::Handle => "handle",
+            Stage::Write => "write",
+            Stage::Total => "total",
+            Stage::Hop => "hop",
+            Stage::Append => "append",
+            Stage::FsyncWait => "fsync_wait",
+        }
+    }
+}
+
+impl ApiClass {
+    fn name(self) -> &'static str {
+        match self {
+            ApiClass::Produce => "produce",
+            ApiClass::Fetch => "fetch",
+            ApiClass::Other => "other",
+        }
+    }
+}
+
+fn slot(class: Option<ApiClass>, stage: Stage) -> usize {
+    match (class, PARTITION_STAGES.iter().position(|&s| s == stage)) {
+        (_, Some(p)) => CLASSES.len() * CONN_STAGES.len() + p,
+        (Some(c), None) => {
+            let ci = CLASSES.iter().position(|&x| x == c).unwrap_or(0);
+            let si = CONN_STAGES.iter().position(|&s| s == stage).unwrap_or(0);
+            ci * CONN_STAGES.len() + si
+        }
+        (None, None) => CLASSES.len() * CONN_STAGES.len() - 1, // Other/Total
+    }
+}
+
+/// One shard's (or, merged, the node's) stage histograms, in microseconds.
+#[derive(Clone)]
+pub struct Stages {
+    hists: Vec<Histogram<u64>>,
+}
+
+impl Default for Stages {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Percentiles of one stage, in microseconds.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct StageSummary {
+    pub api: &'static str,
+    pub stage: &'static str,
+    pub count: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+}
+
+impl Stages {
+    pub fn new() -> Stages {
+        let hists = (0..SLOTS)
+            .map(|_| {
+                // 2 significant figures: ~1% resolution, ~10 KiB per histogram.
+                let mut h = Histogram::new_with_bounds(1, HIGHEST_US, 2)
+                    .unwrap_or_else(|_| Histogram::new(2).expect("2 significant figures"));
+                h.auto(true);
+                h
+            })
+            .collect();
+        Stages { hists }
+    }
+
+    /// Records a connection stage of a request of `class`.
+    pub fn record(&mut self, class: ApiClass, stage: Stage, took: Duration) {
+        self.record_slot(slot(Some(class), stage), took);
+    }
+
+    /// Records a partition stage (`Hop`, `Append`, `FsyncWait`).
+    pub fn record_partition(&mut self, stage: Stage, took: Duration) {
+        debug_assert!(PARTITION_STAGES.contains(&stage));
+        self.record_slot(slot(None, stage), took);
+    }
+
+    fn record_slot(&mut self, at: usize, took: Duration) {
+        let us = (took.as_micros() as u64).clamp(1, HIGHEST_US);
+        // With auto-resize on, recording cannot fail; a clamp keeps it in range anyway.
+        let _ = self.hists[at].record(us);
+    }
+
+    /// Adds `other`'s samples (another shard's) to these.
+    pub fn merge(&mut self, other: &Stages) {
+        for (h, o) in self.hists.iter_mut().zip(&other.hists) {
+            let _ = h.add(o);
+        }
+    }
+
+    pub fn reset(&mut self) {
+        for h in &mut self.hists {
+            h.reset();
+        }
+    }
+
+    /// Every stage with samples, connection stages by API first.
+    pub fn summaries(&self) -> Vec<StageSummary> {
+        let conn = CLASSES
+            .iter()
+            .flat_map(|&c| CONN_STAGES.iter().map(move |&s| (Some(c), s)));
+        let part = PARTITION_STAGES.iter().map(|&s| (None, s));
+        conn.chain(part)
+            .filter_map(|(class, stage)| {
+                let h = &self.hists[slot(class, stage)];
+                (!h.is_empty()).then(|| StageSummary {
+                    api: class.map_or("partition", ApiClass::name),
+                    stage: stage.name(),
+                    count: h.len(),
+                    p50_us: h.value_at_quantile(0.5),
+                    p99_us: h.value_at_quantile(0.99),
+                    p999_us: h.value_at_quantile(0.999),
+                    max_us: h.max(),
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stages_record_merge_and_summarise() {
+        let mut a = Stages::new();
+        let mut b = Stages::new();
+        for ms in 1..=100u64 {
+            a.record(ApiClass::Produce, Stage::Total, Duration::from_millis(ms));
+        }
+        b.record(ApiClass::Fetch, Stage::Write, Duration::from_micros(7));
+        b.record_partition(Stage::FsyncWait, Duration::from_micros(900));
+        a.merge(&b);
+        let s = a.summaries();
+        let names: Vec<(&str, &str)> = s.iter().map(|x| (x.api, x.stage)).collect();
+        assert_eq!(
+            names,
+            vec![
+                ("produce", "total"),
+                ("fetch", "write"),
+                ("partition", "fsync_wait")
+            ]
+        );
+        assert_eq!(s[0].count, 100);
+        assert!((49_000..=51_000).contains(&s[0].p50_us), "{:?}", s[0]);
+        assert!(s[0].max_us >= 99_000);
+        assert_eq!(s[1].p50_us, 7);
+        a.reset();
+        assert!(a.summaries().is_empty());
+    }
+
+    #[test]
+    fn every_stage_has_its_own_slot() {
+        let mut seen = std::collections::HashSet::new();
+        for c in CLASSES {
+            for s in CONN_STAGES {
+                assert!(seen.insert(slot(Some(c), s)));
+            }
+        }
+        for s in PARTITION_STAGES {
+            assert!(seen.insert(slot(None, s)));
+        }
+        assert_eq!(seen.len(), SLOTS);
+        assert!(seen.iter().all(|&i| i < SLOTS));
+    }
+}
