@@ -31,7 +31,7 @@ use std::rc::Rc;
 
 use strand_wire::ErrorCode;
 
-use crate::node::TopicPartition;
+use crate::storage::TopicPartition;
 
 /// What the client asked for in one partition. The name is shared (`Rc`): a session's
 /// partitions are planned on every fetch, and cloning 1,000 strings each time showed.

@@ -16,31 +16,12 @@ use strand_wire::ErrorCode;
 use tracing::{debug, info, warn};
 
 use crate::group::{Answer, Committed, Coordinator, GroupState, Join, Outcome, SyncResult, Ticket};
+use crate::internal_topics::{offsets_partition, OFFSETS_TOPIC};
 use crate::node::{Node, ShardMsg};
 use crate::storage::{Offset, PartitionLog};
 
-/// Kafka's internal offsets topic.
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
-/// Its partition count (Kafka's `offsets.topic.num.partitions` defaults to 50; fewer here,
-/// since each partition is a log with its own buffers).
-pub const OFFSETS_PARTITIONS: i32 = 8;
 /// How often group timeouts are checked.
 const TICK_MS: u64 = 100;
-
-/// FNV-1a of `key` modulo `partitions`: which internal-topic partition a group or a
-/// transactional id belongs to (stable across runs and builds).
-pub fn internal_partition(key: &str, partitions: i32) -> i32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in key.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    (h % partitions.max(1) as u32) as i32
-}
-
-pub fn offsets_partition(group: &str) -> i32 {
-    internal_partition(group, OFFSETS_PARTITIONS)
-}
 
 /// A committed offset as requests carry it: partition, offset, leader epoch (-1 unknown),
 /// metadata.
@@ -157,7 +138,7 @@ struct PendingOffset {
 }
 
 fn now_ms() -> i64 {
-    crate::server::now_ms()
+    crate::runtime::clock::now_ms()
 }
 
 impl Node {
@@ -173,7 +154,7 @@ impl Node {
         }
         let (reply, rx) = oneshot::channel();
         self.send_to(owner, ShardMsg::Group { req, reply });
-        crate::wake::cross(rx)
+        crate::runtime::wake::cross(rx)
             .await
             .unwrap_or(GroupResponse::Error(ErrorCode::NotCoordinator))
     }
@@ -193,7 +174,7 @@ impl Node {
                         reply,
                     },
                 );
-                crate::wake::cross(rx)
+                crate::runtime::wake::cross(rx)
                     .await
                     .unwrap_or(GroupResponse::Listed(vec![]))
             };

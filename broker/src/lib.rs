@@ -3,7 +3,12 @@
 //! # Layout
 //! - [`config`] — `BrokerConfig`: defaults, TOML file (Kafka's `log.*` names), validation.
 //! - [`limits`] — every bound the broker enforces, with the reason for each.
-//! - [`shard`] — pinned glommio executors and the partition -> shard ownership hash.
+//! - [`runtime`] — what shards run on: `shard` (pinned glommio executors, the partition ->
+//!   shard hash), `wake` (cross-shard wake-ups over glommio shared channels — doorbells —,
+//!   never a task waker handed to another thread), `helper_thread` (the cleaner leaves the
+//!   shard's core), `clock` (`now_ms`, the one place time comes from).
+//! - [`internal_topics`] — `__consumer_offsets` / `__transaction_state` and which partition
+//!   a group or transactional id belongs to.
 //! - [`server`] — data directory, per-shard start-up, listener, retention timer.
 //! - [`shutdown`] — SIGTERM/SIGINT: refuse writes, flush every partition, exit 0.
 //! - [`host`] — start-up view of the host: io-properties -> `StorageOptions`, tuning warnings
@@ -14,7 +19,6 @@
 //!   the open-files limit), shared by every shard's listener.
 //! - [`auto_create`] — topic auto-creation's per-request cap and broker-wide rate.
 //! - [`memory`] — glibc allocator thresholds and `malloc_trim` after connections close.
-//! - [`helper_thread`] — a helper thread (the cleaner) leaves the shard's core.
 //! - [`disk_space`] — free space on the data directory: produce and new topics refused
 //!   below `storage.min.free.bytes`; a reserve file so a deletion can always be saved.
 //! - [`catalog`] — topics, partition counts, configs; `Catalog::apply` (sans-IO) and the file.
@@ -24,7 +28,6 @@
 //! - [`group`] — the consumer-group coordinator, classic protocol (sans-IO).
 //! - [`group_service`] — groups on the node: routing to the coordinating shard, offsets in
 //!   `__consumer_offsets`, timeouts.
-//! - [`producer_state`] — idempotent-producer sequence checks (sans-IO).
 //! - [`txn`] — the transaction coordinator (sans-IO) and its `__transaction_state` records.
 //! - [`txn_service`] — transactions on the node: routing to the coordinating shard,
 //!   persistence, markers to every partition, timeouts, recovery of in-doubt transactions.
@@ -32,10 +35,8 @@
 //!   write; hop, append, fsync wait), merged for the admin API (sans-IO).
 //! - [`admin_http`] — the admin HTTP listener (`admin.listen`): health and `GET /v1/stages`.
 //! - [`testkit`] — batches and settings shared by the crash-test child and its test.
-//! - [`wake`] — cross-shard wake-ups over glommio shared channels (doorbells), never a task
-//!   waker handed to another thread.
 //! - [`storage`] — the partition log: sans-IO state (`log`, `segment`, `index`, `scan`,
-//!   `cache`) and its I/O (`dma`, `recovery`, `partition`).
+//!   `cache`, `producer_state`) and its I/O (`dma`, `recovery`, `partition`).
 //!
 //! Data flow of an append: `PartitionLog::append` validates the batch (CRC-32C), asks
 //! `LogState` for its offsets and position, patches the base offset, copies the bytes into the
@@ -52,15 +53,14 @@ pub mod dynamic_configs;
 pub mod fetch_session;
 pub mod group;
 pub mod group_service;
-pub mod helper_thread;
 pub mod host;
+pub mod internal_topics;
 pub mod kafka;
 pub mod limits;
 pub mod memory;
 pub mod node;
-pub mod producer_state;
+pub mod runtime;
 pub mod server;
-pub mod shard;
 pub mod shutdown;
 pub mod stages;
 pub mod storage;
@@ -68,6 +68,5 @@ pub mod testkit;
 pub mod topic_configs;
 pub mod txn;
 pub mod txn_service;
-pub mod wake;
 
 pub use config::BrokerConfig;

@@ -25,10 +25,10 @@ use tracing::{info, warn};
 
 use crate::catalog::{Catalog, CatalogOp};
 use crate::config::BrokerConfig;
-use crate::shard::shard_for;
+use crate::runtime::shard::shard_for;
 use crate::storage::{AppendError, Offset, PartitionLog, ReadError, ReadOut, StorageOptions};
 
-pub type TopicPartition = (String, i32);
+pub use crate::storage::TopicPartition;
 
 /// Result of a produce on one partition: base offset and log start, or an error code.
 pub type ProduceOutcome = Result<(Offset, Offset), ErrorCode>;
@@ -202,7 +202,7 @@ impl Node {
             slots.div_ceil(shards),
             crate::limits::FETCH_SESSION_PARTITIONS_PER_SHARD,
             crate::limits::FETCH_SESSION_EVICTION_MS,
-            crate::server::now_ms() as u64 ^ ((shard as u64) << 32),
+            crate::runtime::clock::now_ms() as u64 ^ ((shard as u64) << 32),
         );
         Rc::new(Node {
             shard,
@@ -266,7 +266,7 @@ impl Node {
 
     /// Receives and serves messages from other shards until the process ends.
     pub async fn run_inbox(self: Rc<Self>, mut rx: mpsc::UnboundedReceiver<ShardMsg>) {
-        while let Some(msg) = crate::wake::cross(rx.next()).await {
+        while let Some(msg) = crate::runtime::wake::cross(rx.next()).await {
             let me = Rc::clone(&self);
             glommio::spawn_local(async move { me.serve(msg).await }).detach();
         }
@@ -365,11 +365,11 @@ impl Node {
                 done,
             },
         );
-        if crate::wake::cross(appended_rx).await.is_err() {
+        if crate::runtime::wake::cross(appended_rx).await.is_err() {
             return ready(Err(ErrorCode::NotLeaderOrFollower));
         }
         Box::pin(async move {
-            crate::wake::cross(done_rx)
+            crate::runtime::wake::cross(done_rx)
                 .await
                 .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
         })
@@ -385,7 +385,7 @@ impl Node {
             return ready(Err(ErrorCode::UnknownTopicOrPartition));
         };
         let started = std::time::Instant::now();
-        let result = log.append(batch, crate::server::now_ms()).await;
+        let result = log.append(batch, crate::runtime::clock::now_ms()).await;
         self.stages
             .borrow_mut()
             .record_partition(crate::stages::Stage::Append, started.elapsed());
@@ -439,7 +439,7 @@ impl Node {
             }
             let (reply, rx) = oneshot::channel();
             self.send(shard, ShardMsg::Stages { reset, reply });
-            if let Ok(s) = crate::wake::cross(rx).await {
+            if let Ok(s) = crate::runtime::wake::cross(rx).await {
                 all.merge(&s);
             }
         }
@@ -468,7 +468,7 @@ impl Node {
                 reply,
             },
         );
-        crate::wake::cross(rx)
+        crate::runtime::wake::cross(rx)
             .await
             .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
@@ -533,7 +533,7 @@ impl Node {
                 reply,
             },
         );
-        crate::wake::cross(rx)
+        crate::runtime::wake::cross(rx)
             .await
             .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
@@ -579,7 +579,7 @@ impl Node {
         }
         let (reply, rx) = oneshot::channel();
         self.send(owner, ShardMsg::DeleteRecords { tp, before, reply });
-        crate::wake::cross(rx)
+        crate::runtime::wake::cross(rx)
             .await
             .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
@@ -618,7 +618,7 @@ impl Node {
                 reply,
             },
         );
-        crate::wake::cross(rx).await.unwrap_or_else(|_| {
+        crate::runtime::wake::cross(rx).await.unwrap_or_else(|_| {
             vec![Err((ErrorCode::UnknownServerError, "controller gone".into())); n]
         })
     }
@@ -675,7 +675,7 @@ impl Node {
         }
         self.apply_catalog(next).await;
         for w in waits {
-            let _ = crate::wake::cross(w).await;
+            let _ = crate::runtime::wake::cross(w).await;
         }
         Ok(())
     }
@@ -742,10 +742,10 @@ impl Node {
                         if report.scanned > 0 || report.segments > 0 {
                             info!(shard = self.shard, topic = %name, partition = p, end = %log.log_end(), ?report, "partition opened");
                         }
-                        let offsets_topic = tp.0 == crate::group_service::OFFSETS_TOPIC;
+                        let offsets_topic = tp.0 == crate::internal_topics::OFFSETS_TOPIC;
                         // Transaction states load before the partition is visible: until then
                         // requests for its ids get COORDINATOR_LOAD_IN_PROGRESS.
-                        if tp.0 == crate::txn::TXN_TOPIC {
+                        if tp.0 == crate::internal_topics::TXN_TOPIC {
                             self.replay_txns(&log).await;
                         }
                         self.partitions.borrow_mut().insert(tp, log.clone());

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures_channel::mpsc;
 use glommio::net::TcpListener;
@@ -18,23 +18,17 @@ use tracing::{debug, info, warn};
 
 use crate::catalog::{Catalog, CatalogOp, NewTopic};
 use crate::config::BrokerConfig;
-use crate::group_service::{OFFSETS_PARTITIONS, OFFSETS_TOPIC};
+use crate::internal_topics::{OFFSETS_PARTITIONS, OFFSETS_TOPIC, TXN_PARTITIONS, TXN_TOPIC};
 use crate::kafka::conn;
 use crate::limits;
 use crate::node::{Mesh, Node, NodeShared, ShardMsg};
-use crate::shard::{run_shards, shard_count};
+use crate::runtime::clock::now_ms;
+use crate::runtime::shard::{run_shards, shard_count};
 use crate::storage::CleanOptions;
-use crate::txn::{TXN_PARTITIONS, TXN_TOPIC};
 
 /// Version of the on-disk layout; written to `<data_dir>/strand.meta`.
 pub const DATA_FORMAT_VERSION: u32 = 1;
 const META_FILE: &str = "strand.meta";
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
 
 /// Creates the data directory or checks its format version; returns the cluster id kept there.
 pub fn prepare_data_dir(dir: &Path) -> io::Result<String> {
@@ -76,7 +70,7 @@ pub fn prepare_data_dir(dir: &Path) -> io::Result<String> {
 pub fn serve(config: BrokerConfig) -> io::Result<()> {
     crate::memory::configure_allocator();
     let cluster_id = prepare_data_dir(&config.data_dir)?;
-    let shards = shard_count(&config);
+    let shards = shard_count(config.cores);
     info!(listen = %config.listen, data_dir = %config.data_dir.display(), shards, "starting strand");
     let storage = crate::host::storage_options(&config)?;
     crate::host::warn_on_tuning(&config.data_dir);
@@ -107,11 +101,11 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
     );
     // Each shard takes its own receiver once, at start-up.
     let inboxes = Arc::new(Mutex::new(mesh.receivers));
-    let (doorbells, ends) = crate::wake::doorbells(shards);
-    let ends: Arc<Mutex<Vec<Option<crate::wake::ShardDoorbells>>>> =
+    let (doorbells, ends) = crate::runtime::wake::doorbells(shards);
+    let ends: Arc<Mutex<Vec<Option<crate::runtime::wake::ShardDoorbells>>>> =
         Arc::new(Mutex::new(ends.into_iter().map(Some).collect()));
     crate::shutdown::install(shards)?;
-    run_shards(Arc::new(config), move |id, _n, _config| {
+    run_shards(shards, Arc::new(config), move |id, _n, _config| {
         let shared = Arc::clone(&shared);
         let inbox = inboxes.lock().ok().and_then(|mut v| v[id].take());
         let bells = ends.lock().ok().and_then(|mut v| v[id].take());
@@ -123,12 +117,12 @@ async fn shard_main(
     id: usize,
     shared: Arc<NodeShared>,
     inbox: Option<mpsc::UnboundedReceiver<ShardMsg>>,
-    doorbells: Arc<crate::wake::Doorbells>,
-    bells: Option<crate::wake::ShardDoorbells>,
+    doorbells: Arc<crate::runtime::wake::Doorbells>,
+    bells: Option<crate::runtime::wake::ShardDoorbells>,
 ) -> io::Result<()> {
     let inbox = inbox.ok_or_else(|| io::Error::other(format!("shard {id} has no inbox")))?;
     let bells = bells.ok_or_else(|| io::Error::other(format!("shard {id} has no doorbells")))?;
-    crate::wake::start(id, doorbells, bells).await;
+    crate::runtime::wake::start(id, doorbells, bells).await;
     let node = Node::new(id, Arc::clone(&shared));
     let data_dir = shared.config.data_dir.clone();
     let catalog = glommio::executor()

@@ -19,12 +19,11 @@ use strand_wire::builder::{control_batch, BatchBuilder};
 use strand_wire::ErrorCode;
 use tracing::{info, warn};
 
+use crate::internal_topics::{txn_partition, TXN_TOPIC};
 use crate::node::{Node, ShardMsg, TopicPartition};
 use crate::storage::partition_txn::ProducerInfo;
 use crate::storage::{Offset, PartitionLog};
-use crate::txn::{
-    complete, txn_partition, Claim, Coordinator, Step, TxnMeta, TxnPartition, TXN_TOPIC,
-};
+use crate::txn::{complete, Claim, Coordinator, Step, TxnMeta, TxnPartition};
 
 /// How often expired and in-doubt transactions are looked for.
 const TICK_MS: u64 = 1000;
@@ -73,7 +72,7 @@ pub struct Txns {
 }
 
 fn now_ms() -> i64 {
-    crate::server::now_ms()
+    crate::runtime::clock::now_ms()
 }
 
 impl Node {
@@ -89,7 +88,7 @@ impl Node {
         }
         let (reply, rx) = oneshot::channel();
         self.send_to(owner, ShardMsg::Txn { req, reply });
-        crate::wake::cross(rx)
+        crate::runtime::wake::cross(rx)
             .await
             .unwrap_or(TxnResponse::Done(Err(ErrorCode::NotCoordinator)))
     }
@@ -109,7 +108,7 @@ impl Node {
                         reply,
                     },
                 );
-                crate::wake::cross(rx)
+                crate::runtime::wake::cross(rx)
                     .await
                     .unwrap_or(TxnResponse::Listed(vec![]))
             };
@@ -303,7 +302,7 @@ impl Node {
                     reply,
                 },
             );
-            crate::wake::cross(rx)
+            crate::runtime::wake::cross(rx)
                 .await
                 .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
         };
@@ -342,7 +341,7 @@ impl Node {
                 e.error_code()
             })?;
         self.shared.appended[self.shard].notify(usize::MAX);
-        if tp.0 == crate::group_service::OFFSETS_TOPIC {
+        if tp.0 == crate::internal_topics::OFFSETS_TOPIC {
             self.end_txn_offsets(producer_id, tp.1, commit);
         }
         Ok(())
@@ -356,7 +355,7 @@ impl Node {
         }
         let (reply, rx) = oneshot::channel();
         self.send_to(owner, ShardMsg::Producers { tp, reply });
-        crate::wake::cross(rx)
+        crate::runtime::wake::cross(rx)
             .await
             .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }

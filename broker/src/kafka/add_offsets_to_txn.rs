@@ -7,7 +7,7 @@ use strand_wire::kafka::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnRespon
 use strand_wire::ErrorCode;
 
 use super::add_partitions_to_txn::claim;
-use crate::group_service::{offsets_partition, OFFSETS_TOPIC};
+use crate::internal_topics::{offsets_partition, OFFSETS_TOPIC};
 use crate::node::Node;
 use crate::txn_service::{TxnRequest, TxnResponse};
 

@@ -64,7 +64,7 @@ pub async fn handle(
     } else {
         (0, -1)
     };
-    let now_ms = crate::server::now_ms().max(0) as u64;
+    let now_ms = crate::runtime::clock::now_ms().max(0) as u64;
     let planned = node
         .fetch_sessions
         .borrow_mut()
@@ -84,7 +84,7 @@ pub async fn handle(
         // Listen before reading, so an append between the read and the wait is not missed.
         let listeners: Vec<_> = owners
             .iter()
-            .map(|&s| crate::wake::cross(node.shared.appended[s].listen()))
+            .map(|&s| crate::runtime::wake::cross(node.shared.appended[s].listen()))
             .collect();
         let results = read_all(node, &plan, response_max, committed).await;
         let bytes: usize = results

@@ -30,7 +30,7 @@ pub async fn handle(node: &Rc<Node>, req: ListTransactionsRequest) -> ListTransa
         .filter(|s| !STATES.contains(&s.as_str()))
         .cloned()
         .collect();
-    let now = crate::server::now_ms();
+    let now = crate::runtime::clock::now_ms();
     let mut txns = node.list_txns().await;
     txns.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
     for m in txns {

@@ -47,7 +47,7 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
             let admitted = node
                 .shared
                 .auto_create
-                .admit(crate::server::now_ms(), &sizes);
+                .admit(crate::runtime::clock::now_ms(), &sizes);
             deferred = missing[admitted..].iter().map(|t| t.name.clone()).collect();
             if admitted < missing.len() {
                 debug!(

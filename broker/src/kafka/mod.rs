@@ -281,7 +281,7 @@ pub fn fill_errors<R>(
 
 /// Kafka's internal topics (Metadata `is_internal`; pattern subscriptions skip them).
 pub fn is_internal_topic(name: &str) -> bool {
-    name == crate::group_service::OFFSETS_TOPIC || name == crate::txn::TXN_TOPIC
+    name == crate::internal_topics::OFFSETS_TOPIC || name == crate::internal_topics::TXN_TOPIC
 }
 
 #[cfg(test)]

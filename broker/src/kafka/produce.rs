@@ -84,7 +84,7 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
                         let permit = budget.acquire_static_permit(kib).await;
                         let mut batch = BytesMut::from(&records[..]);
                         let append_time_ms = m.log_append_time().then(|| {
-                            let now = crate::server::now_ms();
+                            let now = crate::runtime::clock::now_ms();
                             stamp_log_append_time(&mut batch, now);
                             now
                         });

@@ -259,10 +259,10 @@ async fn run_on_background_thread(job: CleanJob) -> io::Result<CleanOutcome> {
     std::thread::Builder::new()
         .name("strand-cleaner".into())
         .spawn(move || {
-            crate::helper_thread::leave_shard_core(crate::limits::CLEANER_NICE);
+            crate::runtime::helper_thread::leave_shard_core(crate::limits::CLEANER_NICE);
             let _ = tx.send(cleaner::run(job));
         })?;
-    crate::wake::cross(rx)
+    crate::runtime::wake::cross(rx)
         .await
         .map_err(|_| io::Error::other("the cleaner thread ended without a result"))?
 }

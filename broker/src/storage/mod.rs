@@ -10,6 +10,7 @@
 //! - [`cache`] — the hot-tail cache of recent batches as `Bytes`.
 //! - [`compaction`] — when to compact, which segments, which records survive.
 //! - [`txn`] — open and aborted transactions, the last stable offset, `.txnindex` files.
+//! - [`producer_state`] — idempotent-producer sequence checks per partition.
 //!
 //! I/O:
 //! - [`dma`] — O_DIRECT segment writer on glommio's io_uring, aligned direct reads.
@@ -31,6 +32,7 @@ pub mod log;
 pub mod partition;
 pub mod partition_txn;
 pub mod prefill;
+pub mod producer_state;
 pub mod recovery;
 pub mod scan;
 pub mod segment;
@@ -40,4 +42,4 @@ pub mod types;
 
 pub use housekeeping::{CleanOptions, CleanReport};
 pub use partition::{AppendError, PartitionLog, ReadError, ReadOut, StorageOptions};
-pub use types::{BatchMeta, CleanupPolicy, LogConfig, Offset};
+pub use types::{BatchMeta, CleanupPolicy, LogConfig, Offset, TopicPartition};

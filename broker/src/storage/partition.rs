@@ -33,7 +33,7 @@ use super::types::{BatchMeta, LogConfig, Offset};
 
 mod time_lookup;
 use crate::limits;
-use crate::producer_state::{ProducerStates, SeqCheck};
+use crate::storage::producer_state::{ProducerStates, SeqCheck};
 
 /// Sizes of a partition's I/O machinery (defaults in [`crate::limits`]).
 #[derive(Clone, Debug)]

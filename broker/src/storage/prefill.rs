@@ -83,7 +83,7 @@ fn start() -> io::Result<mpsc::Sender<Job>> {
     std::thread::Builder::new()
         .name("strand-prefill".into())
         .spawn(move || {
-            crate::helper_thread::leave_shard_core(0);
+            crate::runtime::helper_thread::leave_shard_core(0);
             let zeros = AlignedBuf::zeroed(WRITE_BYTES);
             for job in rx {
                 let _ = job.done.send(fill(&job.file, job.from, job.to, &zeros));

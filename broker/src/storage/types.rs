@@ -2,6 +2,9 @@
 
 use std::fmt;
 
+/// A partition by topic name and index.
+pub type TopicPartition = (String, i32);
+
 /// A Kafka offset: the position of a record in a partition, counted in records.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Offset(pub i64);

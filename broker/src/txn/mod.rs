@@ -23,17 +23,6 @@ use strand_wire::ErrorCode;
 
 pub use codec::{decode, encode};
 
-/// Kafka's internal transaction log.
-pub const TXN_TOPIC: &str = "__transaction_state";
-/// Its partition count (Kafka's `transaction.state.log.num.partitions` defaults to 50; fewer
-/// here, as for the offsets topic: each partition is a log with its own buffers).
-pub const TXN_PARTITIONS: i32 = 8;
-
-/// The `__transaction_state` partition of a transactional id.
-pub fn txn_partition(transactional_id: &str) -> i32 {
-    crate::group_service::internal_partition(transactional_id, TXN_PARTITIONS)
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TxnState {
     Empty,

@@ -145,5 +145,6 @@ fn records_round_trip_and_in_doubt_states_are_found() {
     assert_eq!(decode(&k, b"garbage"), None);
     c.adopt(prepared);
     assert_eq!(c.in_doubt().len(), 1);
+    use crate::internal_topics::{txn_partition, TXN_PARTITIONS};
     assert!(txn_partition("my-txn.1") < TXN_PARTITIONS);
 }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use glommio::{LocalExecutorBuilder, Placement};
 
-use crate::config::BrokerConfig;
 use crate::limits;
 
 /// The shard that owns `topic`/`partition` among `shards` (FNV-1a, stable across runs and
@@ -24,22 +23,19 @@ pub fn shard_for(topic: &str, partition: i32, shards: usize) -> usize {
     (h % shards.max(1) as u64) as usize
 }
 
-/// Cores to run on: `config.cores`, or every core this process may use.
-pub fn shard_count(config: &BrokerConfig) -> usize {
-    config
-        .cores
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+/// Cores to run on: `cores` (the `cores` setting), or every core this process may use.
+pub fn shard_count(cores: Option<usize>) -> usize {
+    cores.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// Starts one executor per shard, pinned to the first `n` cores the process may use, each
-/// running `shard_main`, and
-/// waits for all of them.
-pub fn run_shards<F, Fut>(config: Arc<BrokerConfig>, shard_main: F) -> io::Result<()>
+/// Starts `n` executors, one per shard, pinned to the first `n` cores the process may use,
+/// each running `shard_main(id, n, config)`, and waits for all of them.
+pub fn run_shards<C, F, Fut>(n: usize, config: Arc<C>, shard_main: F) -> io::Result<()>
 where
-    F: Fn(usize, usize, Arc<BrokerConfig>) -> Fut + Send + Sync + Clone + 'static,
+    C: Send + Sync + 'static,
+    F: Fn(usize, usize, Arc<C>) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = io::Result<()>> + 'static,
 {
-    let n = shard_count(&config);
     // The cores this process may use (`taskset -c 4-7 strand serve` pins shards to 4-7).
     let cpus = strand_tuning::cpus::allowed();
     let mut handles = Vec::with_capacity(n);

@@ -1,0 +1,206 @@
+//! The broker's module arrows point one way (as TigerBeetle's `tidy` checks style): a scan of
+//! every `crate::<module>` path in `broker/src` (comments skipped) builds the graph between
+//! top-level modules. It must have no import circle other than the ones listed in
+//! `CIRCLES_LEFT` (shrink that list, never grow it), nothing may import `server` (process
+//! wiring only), and the leaf layers must not reach up into the node or the front end.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Import circles still to untangle (#17: the services become drivers of their own).
+const CIRCLES_LEFT: &[&[&str]] = &[&["group_service", "node", "txn_service"]];
+
+/// Modules below the node: they may not import any of `UPPER`.
+const LEAVES: &[&str] = &[
+    "runtime",
+    "storage",
+    "limits",
+    "config",
+    "stages",
+    "fetch_session",
+    "internal_topics",
+    "group",
+    "txn",
+    "catalog",
+    "topic_configs",
+    "dynamic_configs",
+    "admission",
+    "auto_create",
+    "disk_space",
+    "memory",
+];
+const UPPER: &[&str] = &[
+    "node",
+    "kafka",
+    "server",
+    "group_service",
+    "txn_service",
+    "admin_http",
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Top-level module -> the top-level modules it names.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).expect("under src");
+        let first = rel
+            .components()
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let top = first.trim_end_matches(".rs").to_string();
+        if top == "lib" || top == "bin" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).expect("read source");
+        let deps = g.entry(top.clone()).or_default();
+        for line in text.lines() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            let mut rest = line;
+            while let Some(at) = rest.find("crate::") {
+                rest = &rest[at + "crate::".len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != top {
+                    deps.insert(name);
+                }
+            }
+        }
+    }
+    g
+}
+
+/// Strongly connected components with more than one module (Tarjan's algorithm).
+fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<Vec<String>> {
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: BTreeSet<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        let i = t.index.len();
+        t.index.insert(v, i);
+        t.low.insert(v, i);
+        t.stack.push(v);
+        t.on.insert(v);
+        if let Some(deps) = t.g.get(v) {
+            for w in deps {
+                let w = w.as_str();
+                if !t.g.contains_key(w) {
+                    continue; // an external crate path
+                }
+                if !t.index.contains_key(w) {
+                    visit(t, w);
+                    let lw = t.low[w];
+                    let lv = t.low[v];
+                    t.low.insert(v, lv.min(lw));
+                } else if t.on.contains(w) {
+                    let iw = t.index[w];
+                    let lv = t.low[v];
+                    t.low.insert(v, lv.min(iw));
+                }
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut scc = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                scc.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if scc.len() > 1 {
+                scc.sort();
+                t.out.insert(scc);
+            }
+        }
+    }
+    let mut t = T {
+        g,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: BTreeSet::new(),
+    };
+    for v in g.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+#[test]
+fn no_new_import_circles() {
+    let g = graph();
+    assert!(g.contains_key("node") && g.contains_key("storage"), "{g:?}");
+    let found = circles(&g);
+    let allowed: BTreeSet<Vec<String>> = CIRCLES_LEFT
+        .iter()
+        .map(|c| c.iter().map(|s| s.to_string()).collect())
+        .collect();
+    assert_eq!(
+        found, allowed,
+        "import circles changed (found vs allowed); module graph: {g:#?}"
+    );
+}
+
+#[test]
+fn nothing_imports_the_server_and_leaves_stay_low() {
+    let g = graph();
+    for (module, deps) in &g {
+        assert!(
+            !deps.contains("server"),
+            "{module} imports server (process wiring only)"
+        );
+        if LEAVES.contains(&module.as_str()) {
+            let up: Vec<&String> = deps
+                .iter()
+                .filter(|d| UPPER.contains(&d.as_str()))
+                .collect();
+            assert!(up.is_empty(), "{module} reaches up into {up:?}");
+        }
+    }
+}
+
+#[test]
+fn the_scan_sees_a_circle() {
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    g.entry("a".into()).or_default().insert("b".into());
+    g.entry("b".into()).or_default().insert("c".into());
+    g.entry("c".into()).or_default().insert("a".into());
+    g.entry("d".into()).or_default().insert("a".into());
+    let found = circles(&g);
+    assert_eq!(
+        found,
+        [vec!["a".to_string(), "b".into(), "c".into()]]
+            .into_iter()
+            .collect()
+    );
+}
