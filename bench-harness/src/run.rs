@@ -255,6 +255,7 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
     let (mut acked, mut consumed) = (0u64, 0u64);
     let mut stopped_at: Option<Instant> = None;
     let mut stages_reset = false;
+    let mut broker_stages = Vec::new();
     loop {
         let now_s = start.elapsed().as_secs_f64();
         let mut next = last_s + TICK.as_secs_f64();
@@ -315,6 +316,14 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
             return Err(e);
         }
         if stopped_at.is_none() && now_s >= end - 1e-6 {
+            // The broker's stages over the measured window only (not the drain's long polls).
+            broker_stages = match &target.admin {
+                Some(admin) => crate::stages::fetch(admin, false).unwrap_or_else(|e| {
+                    eprintln!("broker stages off: {e}");
+                    Vec::new()
+                }),
+                None => Vec::new(),
+            };
             ctl.stop.store(true, Ordering::SeqCst);
             stopped_at = Some(Instant::now());
         }
@@ -346,13 +355,6 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
         }
     }
     let summary = Summary::of(&intervals);
-    let broker_stages = match &target.admin {
-        Some(admin) => crate::stages::fetch(admin, false).unwrap_or_else(|e| {
-            eprintln!("broker stages off: {e}");
-            Vec::new()
-        }),
-        None => Vec::new(),
-    };
     Ok(RunResult {
         label: target.label.clone(),
         broker: target.broker.clone(),

@@ -6,8 +6,10 @@
 //!   `{"stages": [{"api", "stage", "count", "p50_us", "p99_us", "p999_us", "max_us"}]}`.
 //!   `?reset=true` empties them after the copy, so a bench can measure exactly its window.
 //!
-//! Requests are parsed with `httparse`; a head over `HEAD_BYTES_MAX` or not complete within
-//! `READ_TIMEOUT_MS` closes the connection. Bind failure is a warning, not fatal: the Kafka
+//! Requests are parsed with `httparse`; a head over `HEAD_BYTES_MAX` closes the connection,
+//! and a whole request (read, gathering from the shards, write) has `REQUEST_TIMEOUT_MS`. At
+//! most `CONNECTIONS_MAX` connections are served at once; more are closed at accept (they
+//! share the open-files limit with the Kafka listener). Bind failure is a warning, not fatal: the Kafka
 //! listener matters more than the admin one (several brokers on one host share the default).
 
 use std::rc::Rc;
@@ -21,8 +23,10 @@ use crate::node::Node;
 
 /// Largest request head accepted: the admin API has no request bodies.
 const HEAD_BYTES_MAX: usize = 8 << 10;
-/// Time a client has to send its request head.
-const READ_TIMEOUT_MS: u64 = 5_000;
+/// Time one request may take, from accept to the last byte written.
+const REQUEST_TIMEOUT_MS: u64 = 5_000;
+/// Admin connections served at once.
+const CONNECTIONS_MAX: usize = 64;
 
 /// Serves the admin API on `node` (shard 0) until the process ends.
 pub fn spawn(node: Rc<Node>) {
@@ -38,17 +42,31 @@ pub fn spawn(node: Rc<Node>) {
         }
     };
     info!(%addr, "admin API listening");
+    let open = Rc::new(std::cell::Cell::new(0usize));
     glommio::spawn_local(async move {
         loop {
             let Ok(stream) = listener.accept().await else {
                 glommio::timer::sleep(Duration::from_millis(10)).await;
                 continue;
             };
-            let node = Rc::clone(&node);
+            if open.get() >= CONNECTIONS_MAX {
+                debug!("admin connection refused: {CONNECTIONS_MAX} open");
+                continue; // dropping the stream closes it
+            }
+            open.set(open.get() + 1);
+            let (node, open) = (Rc::clone(&node), Rc::clone(&open));
             glommio::spawn_local(async move {
-                if let Err(e) = serve(&node, stream).await {
+                let timer = async {
+                    glommio::timer::sleep(Duration::from_millis(REQUEST_TIMEOUT_MS)).await;
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "admin request took too long",
+                    ))
+                };
+                if let Err(e) = futures_lite::future::or(serve(&node, stream), timer).await {
                     debug!(error = %e, "admin connection ended with an error");
                 }
+                open.set(open.get() - 1);
             })
             .detach();
         }
@@ -57,12 +75,7 @@ pub fn spawn(node: Rc<Node>) {
 }
 
 async fn serve(node: &Rc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
-    let read = read_head(&mut stream);
-    let timer = async {
-        glommio::timer::sleep(Duration::from_millis(READ_TIMEOUT_MS)).await;
-        Ok(None)
-    };
-    let Some(head) = futures_lite::future::or(read, timer).await? else {
+    let Some(head) = read_head(&mut stream).await? else {
         return Ok(());
     };
     let (status, body) = respond(node, &head).await;

@@ -55,7 +55,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name == "." || name == ".." {
         return Err(format!("topic name {name:?} is not allowed"));
     }
-    if name.len() > 249 {
+    if name.len() > crate::limits::TOPIC_NAME_BYTES_MAX {
         return Err("topic names are at most 249 characters".into());
     }
     if !name

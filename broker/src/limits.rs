@@ -49,11 +49,16 @@ pub const READ_BYTES_MIN: u64 = 64 << 10;
 /// larger reads only delay the first byte; the consumer comes back for more).
 pub const READ_BYTES_MAX: u64 = 8 << 20;
 
+/// Kafka's longest topic name. Longer names are refused at creation, and a fetch naming one
+/// gets UNKNOWN_TOPIC_OR_PARTITION without the name being copied per partition (a 100 MiB
+/// frame of partitions under one huge name would otherwise multiply into gigabytes).
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+
 /// Partitions every KIP-227 fetch session on one shard holds together (`fetch_session`): each
-/// costs ~100 bytes (its name, offsets and an index entry), so 256 Ki bound a shard's sessions
-/// at ~25 MiB — 256 consumers of 1,000 partitions each. Beyond, new sessions replace idle or
-/// smaller ones, or fetches go on without one.
-pub const FETCH_SESSION_PARTITIONS_PER_SHARD: usize = 256 << 10;
+/// costs ~100 bytes (its name, offsets and an index entry), at most ~400 with a 249-byte name,
+/// so 128 Ki bound a shard's sessions at 13-50 MiB — 128 consumers of 1,000 partitions each.
+/// Beyond, new sessions replace idle or smaller ones, or fetches go on without one.
+pub const FETCH_SESSION_PARTITIONS_PER_SHARD: usize = 128 << 10;
 
 /// A fetch session idle this long may be replaced by a new one when the cache is full
 /// (Kafka's `min.incremental.fetch.session.eviction.ms`, 2 minutes).

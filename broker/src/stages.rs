@@ -124,7 +124,7 @@ impl Stages {
     pub fn new() -> Stages {
         let hists = (0..SLOTS)
             .map(|_| {
-                // 2 significant figures: ~1% resolution, ~10 KiB per histogram.
+                // 2 significant figures: ~1% resolution, ~24 KiB per histogram.
                 let mut h = Histogram::new_with_bounds(1, HIGHEST_US, 2)
                     .unwrap_or_else(|_| Histogram::new(2).expect("2 significant figures"));
                 h.auto(true);

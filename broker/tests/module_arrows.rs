@@ -1,5 +1,6 @@
 //! The broker's module arrows point one way (as TigerBeetle's `tidy` checks style): a scan of
-//! every `crate::<module>` path in `broker/src` (comments skipped) builds the graph between
+//! every `crate::<module>` path in `broker/src` (`crate::{a, b}` groups too; `//` comment lines
+//! skipped, `super::` paths stay inside a module so they are not edges) builds the graph between
 //! top-level modules. It must have no import circle other than the ones listed in
 //! `CIRCLES_LEFT` (shrink that list, never grow it), nothing may import `server` (process
 //! wiring only), and the leaf layers must not reach up into the node or the front end.
@@ -52,6 +53,41 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The modules named right after `crate::`: one (`node::Node`) or a group
+/// (`{node::Node, storage}`: the first segment of each item at the group's top level).
+fn named_modules(after: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+            .collect()
+    };
+    let Some(group) = after.strip_prefix('{') else {
+        let name = ident(after);
+        return if name.is_empty() { vec![] } else { vec![name] };
+    };
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    let mut item_start = true;
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => item_start = true,
+            c if item_start && !c.is_whitespace() => {
+                item_start = false;
+                let name = ident(&group[i..]);
+                if !name.is_empty() && name != "self" {
+                    names.push(name);
+                }
+            }
+            _ => {}
+        }
+    }
+    names
+}
+
 /// Top-level module -> the top-level modules it names.
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -78,12 +114,10 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
             let mut rest = line;
             while let Some(at) = rest.find("crate::") {
                 rest = &rest[at + "crate::".len()..];
-                let name: String = rest
-                    .chars()
-                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                    .collect();
-                if !name.is_empty() && name != top {
-                    deps.insert(name);
+                for name in named_modules(rest) {
+                    if name != top {
+                        deps.insert(name);
+                    }
                 }
             }
         }
@@ -187,6 +221,16 @@ fn nothing_imports_the_server_and_leaves_stay_low() {
             assert!(up.is_empty(), "{module} reaches up into {up:?}");
         }
     }
+}
+
+#[test]
+fn grouped_paths_are_seen() {
+    assert_eq!(named_modules("node::Node;"), vec!["node"]);
+    assert_eq!(
+        named_modules("{node::{Node, ShardMsg}, storage, limits::X};"),
+        vec!["node", "storage", "limits"]
+    );
+    assert!(named_modules("Foo").is_empty() && named_modules("{}").is_empty());
 }
 
 #[test]

@@ -440,7 +440,11 @@ impl Consumer {
         // FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH: the leader lost or moved
         // on from the session (a restart, eviction); the next fetch is full.
         if r.error_code == 70 || r.error_code == 71 {
-            session.id = 0;
+            if r.error_code == 70 {
+                session.id = 0; // gone: nothing to close
+            }
+            // With 71 the id is kept: the next (full) fetch closes that session, as the Java
+            // client does, rather than leaving it in the leader's cache until evicted.
             session.reset();
             return Ok(());
         }

@@ -109,3 +109,15 @@ def test_sessions_off(make_broker):
     body = kafka_raw.call(b.port, fetch_v7(0, 0, topic, [(0, 0), (1, 0)]))
     err, sid, parts = parse_fetch_v7(body)
     assert (err, sid, sorted(parts)) == (0, 0, [0, 1]), "answered in full, no session"
+
+
+def test_overlong_topic_names_are_refused_cheaply(broker):
+    # Kafka's names are at most 249 bytes; a fetch naming a longer one (here 10,000 partitions
+    # under a 30 KiB name: 300 MB if the name were copied per partition) gets
+    # UNKNOWN_TOPIC_OR_PARTITION for each, at once, and no session holds it.
+    name = "x" * (30 << 10)
+    body = kafka_raw.call(broker.port, fetch_v7(0, 0, name, [(p, 0) for p in range(10_000)],
+                                                max_wait_ms=5_000))
+    err, sid, parts = parse_fetch_v7(body)
+    assert (err, sid) == (0, 0)
+    assert len(parts) == 10_000 and all(e == 3 for e, _, _ in parts.values())

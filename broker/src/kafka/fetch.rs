@@ -40,11 +40,35 @@ pub async fn handle(
         broker_max
     };
     let mut wants = Vec::new();
+    let mut refused: Vec<FetchTopic> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for t in &req.topics {
+        let too_long = t.topic.0.len() > crate::limits::TOPIC_NAME_BYTES_MAX;
         for p in &t.partitions {
             if !seen.insert((t.topic.0.as_str(), p.partition)) {
                 continue; // listed twice: Kafka keeps one entry per partition
+            }
+            if too_long {
+                // No such topic can exist; answered without a name copy per partition, and
+                // never held by a session.
+                if refused.last().is_none_or(|r| r.name != t.topic.0.as_str()) {
+                    refused.push(FetchTopic {
+                        name: t.topic.0.to_string(),
+                        partitions: Vec::new(),
+                    });
+                }
+                if let Some(r) = refused.last_mut() {
+                    r.partitions.push(FetchPartition {
+                        index: p.partition,
+                        error_code: strand_wire::ErrorCode::UnknownTopicOrPartition.code(),
+                        high_watermark: -1,
+                        last_stable_offset: -1,
+                        log_start_offset: -1,
+                        preferred_read_replica: -1,
+                        ..Default::default()
+                    });
+                }
+                continue;
             }
             wants.push(Want {
                 tp: Rc::new((t.topic.0.to_string(), p.partition)),
@@ -56,6 +80,7 @@ pub async fn handle(
     let forgotten: Vec<_> = req
         .forgotten_topics_data
         .iter()
+        .filter(|t| t.topic.0.len() <= crate::limits::TOPIC_NAME_BYTES_MAX)
         .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p)))
         .collect();
     // Fetch v7+ carries the session fields; older versions decode as "no session" (0, -1).
@@ -91,7 +116,7 @@ pub async fn handle(
             .iter()
             .map(|r| r.as_ref().map_or(0, |o| o.bytes))
             .sum();
-        let errors = results.iter().any(|r| r.is_err());
+        let errors = !refused.is_empty() || results.iter().any(|r| r.is_err());
         let elapsed = started.elapsed();
         if bytes >= min_bytes || errors || elapsed >= max_wait {
             break results;
@@ -152,6 +177,7 @@ pub async fn handle(
         by_topic[at].partitions.push(pd);
     }
     node.fetch_sessions.borrow_mut().told(&plan, &answered);
+    by_topic.extend(refused);
     let session_id = match plan.mode {
         Mode::Sessionless => 0,
         Mode::Full { session_id } | Mode::Incremental { session_id } => session_id,
