@@ -58,15 +58,10 @@ pub async fn handle(
                     });
                 }
                 if let Some(r) = refused.last_mut() {
-                    r.partitions.push(FetchPartition {
-                        index: p.partition,
-                        error_code: strand_wire::ErrorCode::UnknownTopicOrPartition.code(),
-                        high_watermark: -1,
-                        last_stable_offset: -1,
-                        log_start_offset: -1,
-                        preferred_read_replica: -1,
-                        ..Default::default()
-                    });
+                    r.partitions.push(failed(
+                        p.partition,
+                        strand_wire::ErrorCode::UnknownTopicOrPartition,
+                    ));
                 }
                 continue;
             }
@@ -147,12 +142,7 @@ pub async fn handle(
                     pd.aborted = Some(read.aborted);
                 }
             }
-            Err(code) => {
-                pd.error_code = code.code();
-                pd.high_watermark = -1;
-                pd.last_stable_offset = -1;
-                pd.log_start_offset = -1;
-            }
+            Err(code) => pd = failed(want.tp.1, code),
         }
         let answer = Answer {
             told: Told {
@@ -183,6 +173,19 @@ pub async fn handle(
         Mode::Full { session_id } | Mode::Incremental { session_id } => session_id,
     };
     encode_fetch_response(version, correlation_id, 0, 0, session_id, &by_topic)
+}
+
+/// A partition answered with an error: no offsets (-1), as Kafka answers.
+fn failed(index: i32, code: strand_wire::ErrorCode) -> FetchPartition {
+    FetchPartition {
+        index,
+        error_code: code.code(),
+        high_watermark: -1,
+        last_stable_offset: -1,
+        log_start_offset: -1,
+        preferred_read_replica: -1,
+        ..Default::default()
+    }
 }
 
 struct Read {
