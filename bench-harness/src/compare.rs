@@ -134,6 +134,8 @@ mod tests {
             summary: Summary::of(&intervals),
             intervals,
             broker_stages: Vec::new(),
+            warmup_taken_s: 0.0,
+            warmup_settled: None,
         }
     }
 

@@ -37,6 +37,7 @@ pub mod placement;
 pub mod rate;
 pub mod report;
 pub mod run;
+pub mod settle;
 pub mod stages;
 pub mod workload;
 

@@ -7,7 +7,8 @@
 //! - `publish_uncorrected`: send -> ack, from the moment the message was handed to the client;
 //! - `end_to_end`: the send timestamp in the record (intended time) -> consumer receipt.
 
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
@@ -138,32 +139,51 @@ pub fn read_timestamp_us(value: &[u8]) -> Option<u64> {
 }
 
 /// When the measured period starts: messages intended before it are warm-up traffic, even
-/// when their ack (or their consumption) comes later. Set once by the run loop.
-#[derive(Clone, Default)]
-pub struct MeasureStart(Arc<OnceLock<(Instant, u64)>>);
+/// when their ack (or their consumption) comes later. Set once by the run loop, to a time
+/// still ahead (before the first message, or a tick ahead when a warm-up waited for the
+/// latency to settle); until then nothing is measured.
+#[derive(Clone)]
+pub struct MeasureStart(Arc<StartInner>);
 
-impl MeasureStart {
-    pub fn set(&self, at: Instant) {
-        let _ = self.0.set((at, epoch_us_of_future(at)));
-    }
+struct StartInner {
+    /// An anchor pairing the monotonic and the wall clock.
+    base: Instant,
+    base_us: u64,
+    /// Wall-clock µs of the start; `u64::MAX` until set (nothing measured).
+    start_us: AtomicU64,
+}
 
-    fn includes(&self, intended: Instant) -> bool {
-        self.0.get().is_some_and(|(start, _)| intended >= *start)
-    }
-
-    fn includes_us(&self, sent_us: u64) -> bool {
-        self.0
-            .get()
-            .is_some_and(|(_, start_us)| sent_us >= *start_us)
+impl Default for MeasureStart {
+    fn default() -> Self {
+        MeasureStart(Arc::new(StartInner {
+            base: Instant::now(),
+            base_us: epoch_us(),
+            start_us: AtomicU64::new(u64::MAX),
+        }))
     }
 }
 
-/// The wall-clock µs of `at`, which may be in the future.
-fn epoch_us_of_future(at: Instant) -> u64 {
-    let now = Instant::now();
-    match at.checked_duration_since(now) {
-        Some(ahead) => epoch_us() + ahead.as_micros() as u64,
-        None => epoch_us_of(at),
+impl MeasureStart {
+    pub fn set(&self, at: Instant) {
+        self.0.start_us.store(self.us_of(at), Ordering::SeqCst);
+    }
+
+    fn us_of(&self, at: Instant) -> u64 {
+        match at.checked_duration_since(self.0.base) {
+            Some(after) => self.0.base_us + after.as_micros() as u64,
+            None => self
+                .0
+                .base_us
+                .saturating_sub(self.0.base.duration_since(at).as_micros() as u64),
+        }
+    }
+
+    fn includes(&self, intended: Instant) -> bool {
+        self.us_of(intended) >= self.0.start_us.load(Ordering::SeqCst)
+    }
+
+    fn includes_us(&self, sent_us: u64) -> bool {
+        sent_us >= self.0.start_us.load(Ordering::SeqCst)
     }
 }
 

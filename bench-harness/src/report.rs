@@ -201,6 +201,8 @@ pub fn run_json(run: &RunResult) -> Result<Value, String> {
         "bootstrap": run.bootstrap,
         "workload": serde_json::to_value(&run.workload).map_err(|e| e.to_string())?,
         "start_epoch_s": run.start_epoch_s,
+        "warmup_taken_s": run.warmup_taken_s,
+        "warmup_settled": run.warmup_settled,
         "summary": {
             "duration_s": s.duration_s,
             "records_sent": c.sent,
@@ -311,6 +313,8 @@ mod tests {
             summary: Summary::of(&intervals),
             intervals,
             broker_stages: Vec::new(),
+            warmup_taken_s: 0.0,
+            warmup_settled: None,
         }
     }
 

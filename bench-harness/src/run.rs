@@ -11,6 +11,7 @@ use strand_client::Cluster;
 
 use crate::driver::{self, Control, Plan};
 use crate::measure::{Counts, Interval, Summary};
+use crate::settle;
 use crate::workload::Workload;
 
 /// How long clients get to connect (and consumers to position themselves).
@@ -48,6 +49,11 @@ pub struct RunResult {
     pub summary: Summary,
     /// The broker's stage timings over the measured window (empty without an admin API).
     pub broker_stages: Vec<crate::stages::StageRow>,
+    /// How long the warm-up lasted.
+    pub warmup_taken_s: f64,
+    /// With a warm-up that waits for the latency to settle (`warmup_max_s`): whether it did
+    /// before the maximum. `None`: a fixed warm-up.
+    pub warmup_settled: Option<bool>,
 }
 
 /// Runs `f` on a one-off glommio executor on this thread's behalf.
@@ -246,10 +252,11 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
     }
     let start = Instant::now();
     let start_epoch_s = epoch_s();
-    ctl.measure_start
-        .set(start + Duration::from_secs_f64(w.warmup_s));
+    let mut warmup = Warmup::new(w);
+    if let Some(s) = warmup.fixed_start_s() {
+        ctl.measure_start.set(start + Duration::from_secs_f64(s));
+    }
     ctl.go.store(true, Ordering::SeqCst);
-    let (warmup_end, end) = (w.warmup_s, w.total_s());
     let mut intervals: Vec<Interval> = Vec::new();
     let mut last_s = 0.0;
     let (mut acked, mut consumed) = (0u64, 0u64);
@@ -257,6 +264,7 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
     let mut stages_reset = false;
     let mut broker_stages = Vec::new();
     loop {
+        let (warmup_end, end) = (warmup.end_s, warmup.end_s + w.duration_s);
         let now_s = start.elapsed().as_secs_f64();
         let mut next = last_s + TICK.as_secs_f64();
         for boundary in [warmup_end, end] {
@@ -303,6 +311,10 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
                 interval.send_rate(),
                 interval.send_mb_s(),
             );
+            if interval.warmup && warmup.observe(&interval, now_s) {
+                ctl.measure_start
+                    .set(start + Duration::from_secs_f64(warmup.end_s));
+            }
             intervals.push(interval);
         } else if let Some(lastiv) = intervals.last_mut() {
             // After the stop: late acks and consumed records belong to the last interval.
@@ -364,5 +376,68 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
         intervals,
         summary,
         broker_stages,
+        warmup_taken_s: warmup.end_s,
+        warmup_settled: warmup.settled,
     })
+}
+
+/// The warm-up's end, fixed or waiting for the latency to settle (`settle.rs`).
+///
+/// A fixed warm-up sets the measured period's start before the first message. A waiting one
+/// leaves it unset (nothing is measured) and decides it once, one tick ahead of now, when the
+/// p99 has settled or the maximum is near: a message is never classified against a start
+/// that later moves (its send and its ack would land on different sides).
+struct Warmup {
+    /// Seconds after the start; while undecided, the next tick (intervals stay warm-up).
+    end_s: f64,
+    min_s: f64,
+    max_s: f64,
+    target_rate: Option<f64>,
+    seconds: Vec<settle::Second>,
+    /// `None` while undecided (and always for a fixed warm-up).
+    settled: Option<bool>,
+    waits: bool,
+}
+
+impl Warmup {
+    fn new(w: &Workload) -> Warmup {
+        Warmup {
+            end_s: w.warmup_s,
+            min_s: w.warmup_s,
+            max_s: w.warmup_max_s,
+            target_rate: w.rate.messages_per_s(w.message_size_bytes),
+            seconds: Vec::new(),
+            settled: None,
+            waits: w.warmup_max_s > w.warmup_s,
+        }
+    }
+
+    /// The measured period's start known before the run: a fixed warm-up's.
+    fn fixed_start_s(&self) -> Option<f64> {
+        (!self.waits).then_some(self.end_s)
+    }
+
+    /// Takes a warm-up interval ending at `now_s`; `true` when the start was decided now
+    /// (then at `end_s`, a tick ahead).
+    fn observe(&mut self, iv: &Interval, now_s: f64) -> bool {
+        if !self.waits || self.settled.is_some() {
+            return false;
+        }
+        let p = &iv.counts.publish;
+        self.seconds.push(settle::Second {
+            p99_us: (!p.is_empty()).then(|| p.value_at_quantile(0.99)),
+            send_rate: iv.send_rate(),
+        });
+        let next_s = now_s + TICK.as_secs_f64();
+        if next_s < self.min_s - 1e-6 {
+            return false;
+        }
+        self.end_s = next_s.max(self.min_s);
+        if settle::settled(&self.seconds, self.target_rate) {
+            self.settled = Some(true);
+        } else if next_s >= self.max_s - 1e-6 {
+            self.settled = Some(false);
+        }
+        self.settled.is_some()
+    }
 }

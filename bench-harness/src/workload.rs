@@ -151,6 +151,10 @@ pub struct Workload {
     pub rate: Rate,
     /// Run before the measurement starts; its records are not in the summary.
     pub warmup_s: f64,
+    /// 0: the warm-up is `warmup_s` exactly. Above `warmup_s`: after `warmup_s` the warm-up
+    /// goes on until the per-second publish p99 has settled (see `settle.rs`), at most this
+    /// long in all. `compare-brokers` sets 120 s unless given.
+    pub warmup_max_s: f64,
     /// The measured period.
     pub duration_s: f64,
     /// `0`, `1` or `all` (a TOML integer is accepted too).
@@ -197,6 +201,7 @@ impl Default for Workload {
             consumers_per_group: 1,
             rate: Rate::PerSecond(10_000.0),
             warmup_s: 5.0,
+            warmup_max_s: 0.0,
             duration_s: 30.0,
             acks: "1".into(),
             linger_ms: 1,
@@ -287,8 +292,12 @@ impl Workload {
             ));
         }
         let bad = |v: f64| v.is_nan() || v < 0.0;
-        if bad(self.duration_s) || self.duration_s == 0.0 || bad(self.warmup_s) {
-            return fail("duration_s must be > 0 and warmup_s >= 0".into());
+        if bad(self.duration_s)
+            || self.duration_s == 0.0
+            || bad(self.warmup_s)
+            || bad(self.warmup_max_s)
+        {
+            return fail("duration_s must be > 0, warmup_s and warmup_max_s >= 0".into());
         }
         self.acks_i16()?;
         if !["none", "gzip", "snappy", "lz4", "zstd"].contains(&self.compression.as_str()) {

@@ -161,6 +161,32 @@ def test_rdkafka_driver_with_a_shipped_keyed_workload(tmp_path, broker):
     check_run(run)
 
 
+def test_warmup_waits_until_the_p99_settles_within_its_maximum(tmp_path, broker):
+    """warmup_max_s above warmup_s: the warm-up goes on until the per-second p99 has settled
+    (two 5 s windows compared, so at least 10 s), or ends at the maximum saying it had not."""
+    p = bench(["--bootstrap", broker.bootstrap, "--duration", "2s", "--warmup", "1s",
+               "--rate", "2000", "--set", "warmup_max_s=40", "--out", str(tmp_path)],
+              cwd=tmp_path)
+    doc, _, _ = reports(p.stdout, tmp_path)
+    (run,) = doc["runs"]
+    check_run(run)
+    assert run["warmup_settled"] is True, run["warmup_taken_s"]
+    assert 10 <= run["warmup_taken_s"] < 40, run["warmup_taken_s"]
+    warm = [i for i in run["intervals"] if i["warmup"]]
+    assert sum(i["duration_s"] for i in warm) == pytest.approx(run["warmup_taken_s"], abs=0.1)
+    assert run["summary"]["duration_s"] == pytest.approx(2.0, abs=0.2)
+
+    out = tmp_path / "short"
+    out.mkdir()
+    p = bench(["--bootstrap", broker.bootstrap, "--duration", "1s", "--warmup", "1s",
+               "--rate", "2000", "--set", "warmup_max_s=4", "--out", str(out)], cwd=out)
+    doc, _, _ = reports(p.stdout, out)
+    (run,) = doc["runs"]
+    check_run(run)
+    assert run["warmup_settled"] is False
+    assert 3 <= run["warmup_taken_s"] <= 4.5, run["warmup_taken_s"]
+
+
 def test_coordinated_omission_correction_shows_a_broker_stall(tmp_path):
     """A synchronous producer (one record in flight) at a fixed 1,000 msg/s; the broker is
     frozen for 200 ms (SIGSTOP). From the intended send times the ~200 records the sender could

@@ -210,9 +210,7 @@ fn consume(plan: &Plan, ctl: &Control, rec: &Recorder, spec: &ConsumerSpec) -> R
     // is positioned before the producers start, so it misses nothing.
     let mut tpl = TopicPartitionList::new();
     for p in &spec.partitions {
-        let (_, high) = consumer
-            .fetch_watermarks(&spec.topic, *p, CLIENT_TIMEOUT)
-            .map_err(|e| format!("rdkafka consumer: end of {}-{p}: {e}", spec.topic))?;
+        let high = end_offset(&consumer, &spec.topic, *p)?;
         tpl.add_partition_offset(&spec.topic, *p, Offset::Offset(high))
             .map_err(|e| format!("rdkafka consumer: {e}"))?;
     }
@@ -232,4 +230,36 @@ fn consume(plan: &Plan, ctl: &Control, rec: &Recorder, spec: &ConsumerSpec) -> R
         }
     }
     Ok(())
+}
+
+/// The end offset of `topic`-`partition`, retried as clients do while a new topic's leaders
+/// settle: Kafka lists a leader in Metadata a moment before that broker serves ListOffsets
+/// for it (NOT_LEADER_OR_FOLLOWER / LEADER_NOT_AVAILABLE / UNKNOWN_TOPIC_OR_PARTITION).
+fn end_offset(consumer: &BaseConsumer, topic: &str, partition: i32) -> Result<i64, String> {
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    loop {
+        match consumer.fetch_watermarks(topic, partition, CLIENT_TIMEOUT) {
+            Ok((_, high)) => return Ok(high),
+            Err(e) if retriable(&e) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(format!("rdkafka consumer: end of {topic}-{partition}: {e}")),
+        }
+    }
+}
+
+fn retriable(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::NotLeaderForPartition
+                | RDKafkaErrorCode::LeaderNotAvailable
+                | RDKafkaErrorCode::UnknownTopicOrPartition
+                | RDKafkaErrorCode::UnknownPartition
+                | RDKafkaErrorCode::UnknownTopic
+                | RDKafkaErrorCode::OperationTimedOut
+                | RDKafkaErrorCode::RequestTimedOut
+                | RDKafkaErrorCode::BrokerTransportFailure
+        )
+    )
 }
