@@ -298,11 +298,19 @@ fn warmup_taken(r: &RunResult) -> String {
     format!("{:.0} s{how}", r.warmup_taken_s)
 }
 
+fn steal_text(r: &RunResult) -> String {
+    r.steal_pct
+        .map_or_else(|| "unknown".into(), |s| format!("{s:.1}%"))
+}
+
 fn run_one(w: &Workload, t: &Target) -> Result<RunResult, String> {
     announce(w, t);
     let r = run::run(w, t, &Progress::default())?;
     if r.warmup_settled.is_some() {
         println!("warm-up: {}", warmup_taken(&r));
+    }
+    if let Some(steal) = r.steal_pct {
+        println!("cpu steal during the measured window: {steal:.1}% (time the hypervisor gave to other guests)");
     }
     print!("{}", r.summary.table());
     print!("{}", crate::stages::table(&r.broker_stages));
@@ -551,6 +559,11 @@ fn compare_brokers(
             "Warm-up taken: Strand {}; Kafka {}.",
             warmup_taken(&runs[0]),
             warmup_taken(&runs[1])
+        ),
+        format!(
+            "CPU steal (time a VM's hypervisor gave to other guests) during the measured windows: Strand {}, Kafka {}.",
+            steal_text(&runs[0]),
+            steal_text(&runs[1])
         ),
     ];
     if w.acks_i16()? == -1 && w.write_caching != Some(true) {

@@ -136,6 +136,7 @@ mod tests {
             broker_stages: Vec::new(),
             warmup_taken_s: 0.0,
             warmup_settled: None,
+            steal_pct: None,
         }
     }
 

@@ -203,6 +203,7 @@ pub fn run_json(run: &RunResult) -> Result<Value, String> {
         "start_epoch_s": run.start_epoch_s,
         "warmup_taken_s": run.warmup_taken_s,
         "warmup_settled": run.warmup_settled,
+        "host_steal_pct": run.steal_pct,
         "summary": {
             "duration_s": s.duration_s,
             "records_sent": c.sent,
@@ -315,6 +316,7 @@ mod tests {
             broker_stages: Vec::new(),
             warmup_taken_s: 0.0,
             warmup_settled: None,
+            steal_pct: None,
         }
     }
 

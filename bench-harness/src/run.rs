@@ -54,6 +54,29 @@ pub struct RunResult {
     /// With a warm-up that waits for the latency to settle (`warmup_max_s`): whether it did
     /// before the maximum. `None`: a fixed warm-up.
     pub warmup_settled: Option<bool>,
+    /// The share of CPU time the hypervisor gave to others during the measured window (the
+    /// `steal` column of /proc/stat, over all CPUs), in percent; `None` where not readable.
+    /// A VM's tail latencies move with it.
+    pub steal_pct: Option<f64>,
+}
+
+/// (steal, total) jiffies of all CPUs from /proc/stat.
+fn cpu_ticks() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest columns are inside user/nice).
+    let total: u64 = v.iter().take(8).sum();
+    Some((*v.get(7)?, total))
+}
+
+fn steal_pct(from: Option<(u64, u64)>, to: Option<(u64, u64)>) -> Option<f64> {
+    let ((s0, t0), (s1, t1)) = (from?, to?);
+    (t1 > t0).then(|| 100.0 * s1.saturating_sub(s0) as f64 / (t1 - t0) as f64)
 }
 
 /// Runs `f` on a one-off glommio executor on this thread's behalf.
@@ -263,6 +286,7 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
     let mut stopped_at: Option<Instant> = None;
     let mut stages_reset = false;
     let mut broker_stages = Vec::new();
+    let (mut ticks_at_start, mut ticks_at_end) = (None, None);
     loop {
         let (warmup_end, end) = (warmup.end_s, warmup.end_s + w.duration_s);
         let now_s = start.elapsed().as_secs_f64();
@@ -296,6 +320,7 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
         last_s = now_s;
         if !stages_reset && now_s >= warmup_end - 1e-6 {
             stages_reset = true;
+            ticks_at_start = cpu_ticks();
             if let Some(admin) = &target.admin {
                 if let Err(e) = crate::stages::fetch(admin, true) {
                     eprintln!("broker stages off: {e}");
@@ -336,6 +361,7 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
                 }),
                 None => Vec::new(),
             };
+            ticks_at_end = cpu_ticks();
             ctl.stop.store(true, Ordering::SeqCst);
             stopped_at = Some(Instant::now());
         }
@@ -378,6 +404,7 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
         broker_stages,
         warmup_taken_s: warmup.end_s,
         warmup_settled: warmup.settled,
+        steal_pct: steal_pct(ticks_at_start, ticks_at_end),
     })
 }
 
@@ -425,6 +452,7 @@ impl Warmup {
         }
         let p = &iv.counts.publish;
         self.seconds.push(settle::Second {
+            p50_us: (!p.is_empty()).then(|| p.value_at_quantile(0.5)),
             p99_us: (!p.is_empty()).then(|| p.value_at_quantile(0.99)),
             send_rate: iv.send_rate(),
         });

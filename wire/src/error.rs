@@ -62,6 +62,14 @@ pub enum ErrorCode {
     UnstableOffsetCommit = 88,
     ProducerFenced = 90,
     TransactionalIdNotFound = 105,
+    // The cluster (metadata quorum, leader epochs, broker registration).
+    NotController = 41,
+    FencedLeaderEpoch = 74,
+    UnknownLeaderEpoch = 75,
+    StaleBrokerEpoch = 77,
+    DuplicateBrokerRegistration = 101,
+    BrokerIdNotRegistered = 102,
+    InconsistentClusterId = 104,
 }
 
 impl ErrorCode {
@@ -129,6 +137,13 @@ impl ErrorCode {
             88 => ErrorCode::UnstableOffsetCommit,
             90 => ErrorCode::ProducerFenced,
             105 => ErrorCode::TransactionalIdNotFound,
+            41 => ErrorCode::NotController,
+            74 => ErrorCode::FencedLeaderEpoch,
+            75 => ErrorCode::UnknownLeaderEpoch,
+            77 => ErrorCode::StaleBrokerEpoch,
+            101 => ErrorCode::DuplicateBrokerRegistration,
+            102 => ErrorCode::BrokerIdNotRegistered,
+            104 => ErrorCode::InconsistentClusterId,
             _ => return None,
         })
     }
@@ -153,6 +168,9 @@ impl ErrorCode {
                 | ErrorCode::RebalanceInProgress
                 | ErrorCode::ConcurrentTransactions
                 | ErrorCode::UnstableOffsetCommit
+                | ErrorCode::NotController
+                | ErrorCode::FencedLeaderEpoch
+                | ErrorCode::UnknownLeaderEpoch
         )
     }
 }

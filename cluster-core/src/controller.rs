@@ -1,0 +1,412 @@
+//! The active controller's decisions, without I/O: what records to propose for a broker's
+//! registration and heartbeats, for the passage of time (fencing brokers whose session
+//! expired), for topic creation and deletion, and for producer-id blocks.
+//!
+//! The controller reads the committed [`Image`] and returns records; the driver proposes them
+//! to the quorum, and answers the request once they are committed and applied (the apply's
+//! [`Applied`](crate::image::Applied) outcome is the answer: two racing creations of one
+//! topic both pass here, and the second is rejected, identically on every node, at apply).
+//!
+//! Broker sessions (when each broker last heartbeat) are soft state of the active
+//! controller, as in KRaft: a controller that takes over gives every broker a fresh session
+//! ([`Controller::activate`]) rather than fencing them all at once.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use strand_wire::ErrorCode;
+
+use crate::image::Image;
+use crate::placement::{self, choose_leader, Refusal};
+use crate::records::{
+    BrokerRegistration, MetadataRecord, NodeId, PartitionChange, PartitionRecord, TopicId,
+    NO_LEADER,
+};
+
+/// The controller's settings, by Kafka's names where Kafka has them.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    pub cluster_id: String,
+    /// `broker.session.timeout.ms` (Kafka's default 9000).
+    pub session_timeout_ms: u64,
+    /// `num.partitions`, for CreateTopics with -1.
+    pub default_partitions: i32,
+    /// `default.replication.factor`, for CreateTopics with -1.
+    pub default_replication_factor: i16,
+    /// Producer ids per block handed to a broker (Kafka: 1000).
+    pub producer_id_block_size: i64,
+}
+
+/// A broker's heartbeat (Kafka's BrokerHeartbeat, in-process form).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub node_id: NodeId,
+    pub broker_epoch: u64,
+    /// The last metadata offset the broker has applied: it is unfenced once it has applied
+    /// its own registration.
+    pub metadata_offset: u64,
+    /// Controlled shutdown: fence it now, moving its leaderships away first.
+    pub shutting_down: bool,
+}
+
+/// A heartbeat's outcome: records to propose, and whether the broker is (or is about to be)
+/// fenced once they apply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeartbeatAnswer {
+    pub records: Vec<MetadataRecord>,
+    pub fenced: bool,
+}
+
+/// A topic to create (CreateTopics' fields; -1 means the default).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Session {
+    last_heartbeat_ms: u64,
+}
+
+pub struct Controller {
+    cfg: ControllerConfig,
+    sessions: BTreeMap<NodeId, Session>,
+    /// Fences and unfences proposed but not yet applied: a tick or a heartbeat does not
+    /// propose the same one twice.
+    fencing: BTreeSet<NodeId>,
+    unfencing: BTreeSet<NodeId>,
+}
+
+impl Controller {
+    pub fn new(cfg: ControllerConfig) -> Controller {
+        Controller {
+            cfg,
+            sessions: BTreeMap::new(),
+            fencing: BTreeSet::new(),
+            unfencing: BTreeSet::new(),
+        }
+    }
+
+    pub fn config(&self) -> &ControllerConfig {
+        &self.cfg
+    }
+
+    /// This node became the active controller at `now_ms`.
+    pub fn activate(&mut self, image: &Image, now_ms: u64) {
+        self.fencing.clear();
+        self.unfencing.clear();
+        self.sessions = image
+            .brokers
+            .keys()
+            .map(|n| {
+                (
+                    *n,
+                    Session {
+                        last_heartbeat_ms: now_ms,
+                    },
+                )
+            })
+            .collect();
+    }
+
+    /// A committed record was applied: forget what it settles.
+    pub fn observe(&mut self, record: &MetadataRecord) {
+        match record {
+            MetadataRecord::FenceBroker { node_id, .. } => {
+                self.fencing.remove(node_id);
+            }
+            MetadataRecord::UnfenceBroker { node_id, .. } => {
+                self.unfencing.remove(node_id);
+            }
+            MetadataRecord::RegisterBroker(r) => {
+                self.fencing.remove(&r.node_id);
+                self.unfencing.remove(&r.node_id);
+            }
+            _ => {}
+        }
+    }
+
+    fn alive(&self, node: NodeId, now_ms: u64) -> bool {
+        self.sessions.get(&node).is_some_and(|s| {
+            now_ms.saturating_sub(s.last_heartbeat_ms) < self.cfg.session_timeout_ms
+        })
+    }
+
+    /// BrokerRegistration.
+    pub fn register(
+        &mut self,
+        image: &Image,
+        reg: &BrokerRegistration,
+        now_ms: u64,
+    ) -> Result<Vec<MetadataRecord>, Refusal> {
+        if reg.cluster_id != self.cfg.cluster_id {
+            return Err(Refusal::new(
+                ErrorCode::InconsistentClusterId,
+                format!(
+                    "broker {} belongs to cluster {}, this is cluster {}",
+                    reg.node_id, reg.cluster_id, self.cfg.cluster_id
+                ),
+            ));
+        }
+        if reg.node_id < 0 || reg.shards == 0 {
+            return Err(Refusal::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "node.id must be >= 0 and shards > 0 (node.id {}, shards {})",
+                    reg.node_id, reg.shards
+                ),
+            ));
+        }
+        let mut records = Vec::new();
+        if let Some(old) = image.brokers.get(&reg.node_id) {
+            if old.registration == *reg {
+                // The same process retrying (its answer was lost): already registered.
+                self.sessions.insert(
+                    reg.node_id,
+                    Session {
+                        last_heartbeat_ms: now_ms,
+                    },
+                );
+                return Ok(Vec::new());
+            }
+            let same = old.registration.incarnation == reg.incarnation;
+            if !same && !old.fenced && self.alive(reg.node_id, now_ms) {
+                return Err(Refusal::new(
+                    ErrorCode::DuplicateBrokerRegistration,
+                    format!(
+                        "node.id {} is already registered by a live broker (cluster endpoint {}); \
+                         its session expires {} ms after its last heartbeat",
+                        reg.node_id, old.registration.cluster, self.cfg.session_timeout_ms
+                    ),
+                ));
+            }
+            if !old.fenced && !self.fencing.contains(&reg.node_id) {
+                // A restart: the old incarnation's leaderships go first.
+                records.extend(self.fence_records(image, reg.node_id, old.epoch));
+            }
+        }
+        records.push(MetadataRecord::RegisterBroker(reg.clone()));
+        self.sessions.insert(
+            reg.node_id,
+            Session {
+                last_heartbeat_ms: now_ms,
+            },
+        );
+        Ok(records)
+    }
+
+    /// BrokerHeartbeat.
+    pub fn heartbeat(
+        &mut self,
+        image: &Image,
+        hb: &Heartbeat,
+        now_ms: u64,
+    ) -> Result<HeartbeatAnswer, Refusal> {
+        let Some(b) = image.brokers.get(&hb.node_id) else {
+            return Err(Refusal::new(
+                ErrorCode::BrokerIdNotRegistered,
+                format!("broker {} is not registered", hb.node_id),
+            ));
+        };
+        if b.epoch != hb.broker_epoch {
+            return Err(Refusal::new(
+                ErrorCode::StaleBrokerEpoch,
+                format!(
+                    "broker {} is at epoch {}, the heartbeat says {}",
+                    hb.node_id, b.epoch, hb.broker_epoch
+                ),
+            ));
+        }
+        self.sessions.insert(
+            hb.node_id,
+            Session {
+                last_heartbeat_ms: now_ms,
+            },
+        );
+        let mut records = Vec::new();
+        let mut fenced = b.fenced;
+        if hb.shutting_down {
+            if !b.fenced && !self.fencing.contains(&hb.node_id) {
+                records = self.fence_records(image, hb.node_id, b.epoch);
+            }
+            fenced = true;
+        } else if b.fenced
+            && hb.metadata_offset >= b.epoch
+            && !self.unfencing.contains(&hb.node_id)
+            && !self.fencing.contains(&hb.node_id)
+        {
+            records = self.unfence_records(image, hb.node_id, b.epoch);
+            fenced = false;
+        }
+        Ok(HeartbeatAnswer { records, fenced })
+    }
+
+    /// Time passed: fence every unfenced broker whose session expired.
+    pub fn tick(&mut self, image: &Image, now_ms: u64) -> Vec<MetadataRecord> {
+        let mut records = Vec::new();
+        let expired: Vec<(NodeId, u64)> = image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced && !self.fencing.contains(&b.registration.node_id))
+            .map(|b| (b.registration.node_id, b.epoch))
+            .collect();
+        for (node, epoch) in expired {
+            if let std::collections::btree_map::Entry::Vacant(v) = self.sessions.entry(node) {
+                // Registered before this controller knew it: a fresh session.
+                v.insert(Session {
+                    last_heartbeat_ms: now_ms,
+                });
+            } else if !self.alive(node, now_ms) {
+                records.extend(self.fence_records(image, node, epoch));
+            }
+        }
+        records
+    }
+
+    /// FenceBroker for `node` at `epoch`, then its leaderships moved to another in-sync,
+    /// usable replica (or to none) and it leaves every ISR it is not the last member of.
+    fn fence_records(&mut self, image: &Image, node: NodeId, epoch: u64) -> Vec<MetadataRecord> {
+        self.fencing.insert(node);
+        let usable = |n: NodeId| {
+            n != node
+                && !self.fencing.contains(&n)
+                && image.brokers.get(&n).is_some_and(|b| !b.fenced)
+        };
+        let mut records = vec![MetadataRecord::FenceBroker {
+            node_id: node,
+            broker_epoch: epoch,
+        }];
+        for t in image.topics.values() {
+            for (partition, p) in &t.partitions {
+                if p.leader != node && !p.isr.contains(&node) {
+                    continue;
+                }
+                let isr: Vec<NodeId> = if p.isr.len() > 1 {
+                    p.isr.iter().copied().filter(|n| *n != node).collect()
+                } else {
+                    p.isr.clone()
+                };
+                let leader = if p.leader == node {
+                    Some(choose_leader(&p.replicas, &isr, &usable))
+                } else {
+                    None
+                };
+                if leader.is_none() && isr == p.isr {
+                    continue;
+                }
+                records.push(MetadataRecord::PartitionChange(PartitionChange {
+                    topic_id: t.id,
+                    partition: *partition,
+                    expected_partition_epoch: p.partition_epoch,
+                    leader,
+                    isr: (isr != p.isr).then_some(isr),
+                }));
+            }
+        }
+        records
+    }
+
+    /// UnfenceBroker for `node`, then every leaderless partition it is in sync for led by
+    /// the preferred usable in-sync replica.
+    fn unfence_records(&mut self, image: &Image, node: NodeId, epoch: u64) -> Vec<MetadataRecord> {
+        self.unfencing.insert(node);
+        let usable = |n: NodeId| {
+            n == node
+                || (!self.fencing.contains(&n) && image.brokers.get(&n).is_some_and(|b| !b.fenced))
+        };
+        let mut records = vec![MetadataRecord::UnfenceBroker {
+            node_id: node,
+            broker_epoch: epoch,
+        }];
+        for t in image.topics.values() {
+            for (partition, p) in &t.partitions {
+                if p.leader != NO_LEADER || !p.isr.contains(&node) {
+                    continue;
+                }
+                let leader = choose_leader(&p.replicas, &p.isr, &usable);
+                if leader == NO_LEADER {
+                    continue;
+                }
+                records.push(MetadataRecord::PartitionChange(PartitionChange {
+                    topic_id: t.id,
+                    partition: *partition,
+                    expected_partition_epoch: p.partition_epoch,
+                    leader: Some(leader),
+                    isr: None,
+                }));
+            }
+        }
+        records
+    }
+
+    /// CreateTopics for one topic. `id` is a fresh random topic id (the driver draws it).
+    pub fn create_topic(
+        &self,
+        image: &Image,
+        t: &NewTopic,
+        id: TopicId,
+        shard_of: &dyn Fn(&str, i32, u32) -> u32,
+    ) -> Result<Vec<MetadataRecord>, Refusal> {
+        if image.names.contains_key(&t.name) {
+            return Err(Refusal::new(
+                ErrorCode::TopicAlreadyExists,
+                format!("Topic '{}' already exists.", t.name),
+            ));
+        }
+        let partitions = if t.partitions == -1 {
+            self.cfg.default_partitions
+        } else {
+            t.partitions
+        };
+        let rf = if t.replication_factor == -1 {
+            self.cfg.default_replication_factor
+        } else {
+            t.replication_factor
+        };
+        let assignment = placement::assign(image, &t.name, partitions, rf, shard_of)?;
+        let mut records = vec![MetadataRecord::Topic {
+            name: t.name.clone(),
+            id,
+            configs: t.configs.clone(),
+        }];
+        for (partition, replicas) in assignment.into_iter().enumerate() {
+            let isr = replicas.iter().map(|r| r.node).collect();
+            records.push(MetadataRecord::Partition(PartitionRecord {
+                topic_id: id,
+                partition: partition as i32,
+                leader: replicas[0].node,
+                replicas,
+                isr,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            }));
+        }
+        Ok(records)
+    }
+
+    /// DeleteTopics for one topic.
+    pub fn delete_topic(&self, image: &Image, name: &str) -> Result<Vec<MetadataRecord>, Refusal> {
+        match image.names.get(name) {
+            Some(id) => Ok(vec![MetadataRecord::RemoveTopic { id: *id }]),
+            None => Err(Refusal::new(
+                ErrorCode::UnknownTopicOrPartition,
+                "This server does not host this topic-partition.",
+            )),
+        }
+    }
+
+    /// AllocateProducerIds: the block `[start, start + size)` for `node_id`, and the record
+    /// that reserves it (the block is the broker's once that record is committed).
+    pub fn allocate_producer_ids(&self, image: &Image, node_id: NodeId) -> (i64, MetadataRecord) {
+        let start = image.next_producer_id;
+        (
+            start,
+            MetadataRecord::ProducerIds {
+                node_id,
+                next_producer_id: start + self.cfg.producer_id_block_size,
+            },
+        )
+    }
+}

@@ -1,0 +1,27 @@
+//! Strand's cluster decisions, without I/O (no glommio, no sockets, no clock: time comes in
+//! as `now_ms`). The broker's drivers feed these state machines and carry out what they
+//! return; tests drive them deterministically.
+//!
+//! - [`records`]: the metadata log's entries (KRaft's idea: metadata is a replicated log).
+//! - [`image`]: the log applied in order — the same on every node; digests and snapshots.
+//! - [`placement`]: replicas, leaders and shards for new partitions.
+//! - [`controller`]: the active controller — registrations, heartbeats and fencing, leader
+//!   choice, topic creation and deletion, producer-id blocks.
+//! - [`file_store`]: the quorum's durable log, hard state and snapshot (std::fs, fdatasync).
+//! - [`quorum`]: the metadata log's consensus, raft-rs's `RawNode` behind a poll/output
+//!   surface (durable store, messages out, committed entries in order).
+//!
+//! Arrows: `controller` -> `placement` -> `image` -> `records`; `quorum` stands alone (it
+//! orders bytes; the driver decodes them into records); nothing here imports the broker.
+
+pub mod controller;
+pub mod file_store;
+pub mod image;
+pub mod placement;
+pub mod quorum;
+pub mod records;
+
+#[cfg(test)]
+mod quorum_sim;
+#[cfg(test)]
+mod sim;

@@ -1,0 +1,258 @@
+//! The metadata quorum: raft-rs's `RawNode` (TiKV's Raft, sans-IO) behind a small surface
+//! that returns what to do instead of doing it.
+//!
+//! Inputs: [`Quorum::tick`] (every `tick_ms`), [`Quorum::step`] (a message from another
+//! voter), [`Quorum::propose`] (encoded metadata records, on the leader). Then
+//! [`Quorum::poll`] runs raft-rs's Ready loop and returns an [`Output`]: messages to send,
+//! entries committed (to apply, in order), leadership changes. The log and the hard state go
+//! to the [`QuorumStore`] inside `poll`, *before* the messages that depend on them are
+//! returned (raft-rs's `persisted_messages`): a store must be durable when its `append` /
+//! `set_hard_state` return — the real one fdatasyncs, like a partition's acks=all append.
+//!
+//! Configuration follows the notes in docs/CLUSTER-RESEARCH.md: pre-vote and check-quorum
+//! on (a partitioned node cannot depose a healthy leader; a leader that lost its quorum
+//! steps down), at most 1 MiB per append message, every founder starts from the same voter
+//! set (`controller.quorum.voters`).
+
+use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
+use raft::storage::MemStorage;
+use raft::{Config, RawNode, StateRole, Storage};
+
+/// Where the quorum keeps its log and hard state. Writes are durable when they return.
+pub trait QuorumStore: Storage {
+    fn append(&self, entries: &[Entry]) -> raft::Result<()>;
+    fn set_hard_state(&self, hs: &HardState) -> raft::Result<()>;
+    fn set_commit(&self, commit: u64) -> raft::Result<()>;
+    fn apply_snapshot(&self, snapshot: &Snapshot) -> raft::Result<()>;
+}
+
+/// In memory: for simulations and tests (not durable).
+impl QuorumStore for MemStorage {
+    fn append(&self, entries: &[Entry]) -> raft::Result<()> {
+        self.wl().append(entries)
+    }
+
+    fn set_hard_state(&self, hs: &HardState) -> raft::Result<()> {
+        self.wl().set_hardstate(hs.clone());
+        Ok(())
+    }
+
+    fn set_commit(&self, commit: u64) -> raft::Result<()> {
+        self.wl().mut_hard_state().commit = commit;
+        Ok(())
+    }
+
+    fn apply_snapshot(&self, snapshot: &Snapshot) -> raft::Result<()> {
+        self.wl().apply_snapshot(snapshot.clone())
+    }
+}
+
+/// Timing, in ticks of `tick_ms`.
+#[derive(Clone, Copy, Debug)]
+pub struct QuorumConfig {
+    pub tick_ms: u64,
+    /// A follower that hears nothing for a random time in [election, 2 x election) ticks
+    /// starts an election.
+    pub election_ticks: usize,
+    pub heartbeat_ticks: usize,
+}
+
+impl QuorumConfig {
+    /// From Kafka's `controller.quorum.election.timeout.ms` (default 1000): ticks of a tenth
+    /// of it, heartbeats every two ticks.
+    pub fn from_election_timeout_ms(election_timeout_ms: u64) -> QuorumConfig {
+        QuorumConfig {
+            tick_ms: (election_timeout_ms / 10).max(1),
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+        }
+    }
+}
+
+/// Who leads, as this voter last heard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leadership {
+    /// 0: unknown.
+    pub leader_id: u64,
+    pub is_leader: bool,
+    pub term: u64,
+}
+
+/// What one `poll` asks the driver to do, in this order: install `snapshot` (if any), apply
+/// `committed`, send `messages`.
+#[derive(Debug, Default)]
+pub struct Output {
+    pub messages: Vec<Message>,
+    /// (log index, data) of committed normal entries with data (raft's own empty entries
+    /// are left out).
+    pub committed: Vec<(u64, Vec<u8>)>,
+    /// (index, data) of a snapshot this voter must restore its state machine from.
+    pub snapshot: Option<(u64, Vec<u8>)>,
+    /// Set when the leader or this voter's role changed.
+    pub leadership: Option<Leadership>,
+}
+
+/// A proposal on a voter that does not lead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotLeader {
+    /// 0: no leader known.
+    pub leader_id: u64,
+}
+
+pub struct Quorum<S: QuorumStore> {
+    node: RawNode<S>,
+    leadership: Leadership,
+}
+
+impl<S: QuorumStore> Quorum<S> {
+    /// Voter `id` of `voters`, over `store` (which may hold an earlier run's log).
+    pub fn new(
+        id: u64,
+        store: S,
+        cfg: QuorumConfig,
+        logger: &slog::Logger,
+    ) -> Result<Self, String> {
+        let config = Config {
+            id,
+            election_tick: cfg.election_ticks,
+            heartbeat_tick: cfg.heartbeat_ticks,
+            // The state machine (the image) is rebuilt at start: what was committed before is
+            // handed out again, in order, by the first polls.
+            applied: 0,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 256,
+            check_quorum: true,
+            pre_vote: true,
+            ..Config::default()
+        };
+        config
+            .validate()
+            .map_err(|e| format!("quorum config: {e}"))?;
+        let node = RawNode::new(&config, store, logger).map_err(|e| format!("quorum: {e}"))?;
+        Ok(Quorum {
+            node,
+            leadership: Leadership {
+                leader_id: 0,
+                is_leader: false,
+                term: 0,
+            },
+        })
+    }
+
+    pub fn id(&self) -> u64 {
+        self.node.raft.id
+    }
+
+    pub fn leadership(&self) -> Leadership {
+        self.leadership
+    }
+
+    pub fn store(&self) -> &S {
+        self.node.store()
+    }
+
+    /// One tick of `tick_ms` passed.
+    pub fn tick(&mut self) {
+        self.node.tick();
+    }
+
+    /// A message from another voter. A malformed or foreign one is an error for the driver to
+    /// log (the transport closes that peer's connection).
+    pub fn step(&mut self, msg: Message) -> Result<(), String> {
+        if msg.to != self.id() {
+            return Err(format!(
+                "quorum message for voter {} reached voter {}",
+                msg.to,
+                self.id()
+            ));
+        }
+        self.node.step(msg).map_err(|e| format!("quorum step: {e}"))
+    }
+
+    /// Appends encoded records to the log, on the leader.
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<(), NotLeader> {
+        if !self.leadership.is_leader {
+            return Err(NotLeader {
+                leader_id: self.leadership.leader_id,
+            });
+        }
+        self.node.propose(Vec::new(), data).map_err(|_| NotLeader {
+            leader_id: self.leadership.leader_id,
+        })
+    }
+
+    /// Runs the Ready loop until raft-rs has nothing more to say.
+    pub fn poll(&mut self) -> Result<Output, String> {
+        let mut out = Output::default();
+        while self.node.has_ready() {
+            let mut rd = self.node.ready();
+            if let Some(ss) = rd.ss() {
+                self.leadership = Leadership {
+                    leader_id: ss.leader_id,
+                    is_leader: ss.raft_state == StateRole::Leader,
+                    term: self.node.raft.term,
+                };
+                out.leadership = Some(self.leadership);
+            }
+            out.messages.extend(rd.take_messages());
+            if !rd.snapshot().is_empty() {
+                let snap = rd.snapshot().clone();
+                self.node
+                    .store()
+                    .apply_snapshot(&snap)
+                    .map_err(|e| format!("quorum snapshot: {e}"))?;
+                out.snapshot = Some((snap.get_metadata().index, snap.data.to_vec()));
+                out.committed.clear();
+            }
+            collect(&mut out.committed, rd.take_committed_entries());
+            if !rd.entries().is_empty() {
+                self.node
+                    .store()
+                    .append(rd.entries())
+                    .map_err(|e| format!("quorum append: {e}"))?;
+            }
+            if let Some(hs) = rd.hs() {
+                self.node
+                    .store()
+                    .set_hard_state(hs)
+                    .map_err(|e| format!("quorum hard state: {e}"))?;
+                if self.leadership.term != hs.term {
+                    self.leadership.term = hs.term;
+                    out.leadership = Some(self.leadership);
+                }
+            }
+            out.messages.extend(rd.take_persisted_messages());
+            let mut light = self.node.advance(rd);
+            if let Some(commit) = light.commit_index() {
+                self.node
+                    .store()
+                    .set_commit(commit)
+                    .map_err(|e| format!("quorum commit: {e}"))?;
+            }
+            out.messages.extend(light.take_messages());
+            collect(&mut out.committed, light.take_committed_entries());
+            self.node.advance_apply();
+        }
+        Ok(out)
+    }
+}
+
+fn collect(into: &mut Vec<(u64, Vec<u8>)>, entries: Vec<Entry>) {
+    for e in entries {
+        // Leader no-ops (empty) and configuration changes (the voter set is static for now)
+        // carry no records.
+        if e.get_entry_type() == EntryType::EntryNormal && !e.data.is_empty() {
+            into.push((e.index, e.data.to_vec()));
+        }
+    }
+}
+
+/// A fresh in-memory store for voters `voters` (every founder starts from the same set).
+pub fn mem_store(voters: &[u64]) -> MemStorage {
+    MemStorage::new_with_conf_state(ConfState::from((voters.to_vec(), vec![])))
+}
+
+/// A logger that drops raft-rs's records (tests); the broker passes a drain to `tracing`.
+pub fn discard_logger() -> slog::Logger {
+    slog::Logger::root(slog::Discard, slog::o!())
+}

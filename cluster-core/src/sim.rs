@@ -1,0 +1,511 @@
+//! A deterministic in-memory cluster for the controller's tests: one committed metadata log
+//! (what the quorum would commit), one image per node applying it, a virtual clock, brokers
+//! that heartbeat while alive. No threads, no sockets, no wall clock.
+
+use std::collections::BTreeMap;
+
+use strand_wire::ErrorCode;
+
+use crate::controller::{Controller, ControllerConfig, Heartbeat, NewTopic};
+use crate::image::{Applied, Image};
+use crate::placement::Refusal;
+use crate::records::{BrokerRegistration, Endpoint, MetadataRecord, NodeId, TopicId, NO_LEADER};
+
+const SESSION_MS: u64 = 9_000;
+const HEARTBEAT_MS: u64 = 500;
+
+struct Sim {
+    now_ms: u64,
+    log: Vec<MetadataRecord>,
+    /// One per node; `images[0]` is the active controller's.
+    images: Vec<Image>,
+    controller: Controller,
+    /// Brokers heartbeating, with their epoch.
+    alive: BTreeMap<NodeId, u64>,
+    next_id: u64,
+}
+
+fn cfg() -> ControllerConfig {
+    ControllerConfig {
+        cluster_id: "sim-cluster".into(),
+        session_timeout_ms: SESSION_MS,
+        default_partitions: 1,
+        default_replication_factor: 1,
+        producer_id_block_size: 1000,
+    }
+}
+
+fn reg(node: NodeId, incarnation: u128) -> BrokerRegistration {
+    BrokerRegistration {
+        node_id: node,
+        incarnation,
+        cluster_id: "sim-cluster".into(),
+        client: Endpoint {
+            host: "127.0.0.1".into(),
+            port: 9000 + node as u16,
+        },
+        cluster: Endpoint {
+            host: "127.0.0.1".into(),
+            port: 9100 + node as u16,
+        },
+        shards: 2,
+        rack: None,
+    }
+}
+
+/// The broker's shard hash stand-in.
+fn shard_of(topic: &str, partition: i32, shards: u32) -> u32 {
+    (topic.len() as u32 + partition as u32) % shards
+}
+
+impl Sim {
+    fn new(nodes: usize) -> Sim {
+        Sim {
+            now_ms: 1_000_000,
+            log: Vec::new(),
+            images: vec![Image::default(); nodes],
+            controller: Controller::new(cfg()),
+            alive: BTreeMap::new(),
+            next_id: 1,
+        }
+    }
+
+    fn image(&self) -> &Image {
+        &self.images[0]
+    }
+
+    /// Commits `records` and applies them on every node; the outcomes as node 0 saw them.
+    fn commit(&mut self, records: Vec<MetadataRecord>) -> Vec<Applied> {
+        let mut outcomes = Vec::new();
+        for r in records {
+            self.log.push(r.clone());
+            let offset = self.log.len() as u64;
+            let first = self.images[0].apply(offset, &r);
+            for image in &mut self.images[1..] {
+                assert_eq!(image.apply(offset, &r), first, "nodes disagree on {r:?}");
+            }
+            self.controller.observe(&r);
+            outcomes.push(first);
+        }
+        outcomes
+    }
+
+    fn topic_id(&mut self) -> TopicId {
+        self.next_id += 1;
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&self.next_id.to_be_bytes());
+        id
+    }
+
+    /// Registers and unfences a broker; returns its epoch.
+    fn start(&mut self, node: NodeId, incarnation: u128) -> Result<u64, Refusal> {
+        let records =
+            self.controller
+                .register(&self.images[0], &reg(node, incarnation), self.now_ms)?;
+        let outcomes = self.commit(records);
+        assert!(outcomes.iter().all(|o| *o == Applied::Done), "{outcomes:?}");
+        let epoch = self.image().brokers[&node].epoch;
+        assert_eq!(
+            epoch,
+            self.log.len() as u64,
+            "the epoch is the registration's offset"
+        );
+        self.alive.insert(node, epoch);
+        self.heartbeat(node).expect("first heartbeat");
+        assert!(!self.image().brokers[&node].fenced, "caught up: unfenced");
+        Ok(epoch)
+    }
+
+    fn heartbeat(&mut self, node: NodeId) -> Result<bool, Refusal> {
+        let epoch = self.alive[&node];
+        let hb = Heartbeat {
+            node_id: node,
+            broker_epoch: epoch,
+            metadata_offset: self.log.len() as u64,
+            shutting_down: false,
+        };
+        let answer = self
+            .controller
+            .heartbeat(&self.images[0], &hb, self.now_ms)?;
+        self.commit(answer.records);
+        Ok(answer.fenced)
+    }
+
+    /// Virtual time passes: live brokers heartbeat, the controller ticks.
+    fn advance(&mut self, ms: u64) {
+        let end = self.now_ms + ms;
+        while self.now_ms < end {
+            self.now_ms = (self.now_ms + HEARTBEAT_MS).min(end);
+            let nodes: Vec<NodeId> = self.alive.keys().copied().collect();
+            for n in nodes {
+                let _ = self.heartbeat(n);
+            }
+            let records = self.controller.tick(&self.images[0], self.now_ms);
+            self.commit(records);
+        }
+    }
+
+    fn create(&mut self, name: &str, partitions: i32, rf: i16) -> Result<Applied, Refusal> {
+        let id = self.topic_id();
+        let t = NewTopic {
+            name: name.into(),
+            partitions,
+            replication_factor: rf,
+            configs: BTreeMap::new(),
+        };
+        let records = self
+            .controller
+            .create_topic(&self.images[0], &t, id, &shard_of)?;
+        Ok(self.commit(records).swap_remove(0))
+    }
+
+    fn leaders(&self, topic: &str) -> Vec<NodeId> {
+        let t = self.image().topic_by_name(topic).expect("topic");
+        t.partitions.values().map(|p| p.leader).collect()
+    }
+}
+
+fn count(v: &[NodeId], n: NodeId) -> usize {
+    v.iter().filter(|x| **x == n).count()
+}
+
+#[test]
+fn leaders_of_a_new_topic_are_spread_evenly_over_three_brokers() {
+    let mut s = Sim::new(3);
+    for n in 1..=3 {
+        s.start(n, n as u128).unwrap();
+    }
+    assert_eq!(s.create("orders", 12, 1).unwrap(), Applied::Done);
+    let leaders = s.leaders("orders");
+    for n in 1..=3 {
+        assert_eq!(count(&leaders, n), 4, "{leaders:?}");
+    }
+    assert_eq!(s.create("payments", 12, 3).unwrap(), Applied::Done);
+    let t = s.image().topic_by_name("payments").unwrap();
+    for p in t.partitions.values() {
+        let mut nodes: Vec<NodeId> = p.replicas.iter().map(|r| r.node).collect();
+        assert_eq!(p.leader, nodes[0], "the preferred replica leads");
+        nodes.sort_unstable();
+        assert_eq!(nodes, vec![1, 2, 3]);
+        assert_eq!(p.isr.len(), 3);
+        assert!(p.replicas.iter().all(|r| r.shard < 2));
+    }
+    for n in 1..=3 {
+        assert_eq!(count(&s.leaders("payments"), n), 4);
+    }
+    // Many one-partition topics do not all land on one node.
+    for i in 0..30 {
+        s.create(&format!("small-{i}"), 1, 1).unwrap();
+    }
+    let mut per_node = BTreeMap::new();
+    for i in 0..30 {
+        *per_node
+            .entry(s.leaders(&format!("small-{i}"))[0])
+            .or_insert(0) += 1;
+    }
+    assert_eq!(
+        per_node.values().copied().collect::<Vec<_>>(),
+        vec![10, 10, 10]
+    );
+}
+
+#[test]
+fn creation_is_refused_with_kafkas_errors() {
+    let mut s = Sim::new(1);
+    s.start(1, 1).unwrap();
+    let e = s.create("t", 3, 2).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidReplicationFactor);
+    assert!(
+        e.message.contains("only 1 broker(s) are registered"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        s.create("t", 0, 1).unwrap_err().code,
+        ErrorCode::InvalidPartitions
+    );
+    assert_eq!(
+        s.create("t", 1, 0).unwrap_err().code,
+        ErrorCode::InvalidReplicationFactor
+    );
+    assert_eq!(s.create("t", -1, -1).unwrap(), Applied::Done, "defaults");
+    assert_eq!(
+        s.create("t", 1, 1).unwrap_err().code,
+        ErrorCode::TopicAlreadyExists
+    );
+}
+
+#[test]
+fn two_racing_creations_of_one_topic_apply_once_everywhere() {
+    let mut s = Sim::new(3);
+    s.start(1, 1).unwrap();
+    let image = s.image().clone();
+    let t = NewTopic {
+        name: "race".into(),
+        partitions: 2,
+        replication_factor: 1,
+        configs: BTreeMap::new(),
+    };
+    let (a, b) = (s.topic_id(), s.topic_id());
+    let first = s.controller.create_topic(&image, &t, a, &shard_of).unwrap();
+    let second = s.controller.create_topic(&image, &t, b, &shard_of).unwrap();
+    let o1 = s.commit(first);
+    let o2 = s.commit(second);
+    assert!(o1.iter().all(|o| *o == Applied::Done));
+    assert!(matches!(
+        o2[0],
+        Applied::Rejected(ErrorCode::TopicAlreadyExists, _)
+    ));
+    // The loser's partitions name an unknown topic id: rejected too, nothing half-created.
+    assert!(o2[1..].iter().all(|o| matches!(o, Applied::Rejected(..))));
+    assert_eq!(s.image().topics.len(), 1);
+    let d = s.images[0].digest();
+    assert!(s.images.iter().all(|i| i.digest() == d));
+}
+
+#[test]
+fn a_silent_broker_is_fenced_after_its_session_and_comes_back_with_a_higher_epoch() {
+    let mut s = Sim::new(3);
+    for n in 1..=3 {
+        s.start(n, n as u128).unwrap();
+    }
+    s.create("t", 12, 1).unwrap();
+    let before = s.image().topic_by_name("t").unwrap().clone();
+    s.alive.remove(&2); // kill -9: no more heartbeats
+    s.advance(SESSION_MS - HEARTBEAT_MS);
+    assert!(
+        !s.image().brokers[&2].fenced,
+        "not before the session timeout"
+    );
+    s.advance(2 * HEARTBEAT_MS);
+    assert!(s.image().brokers[&2].fenced, "fenced after it");
+    let after = s.image().topic_by_name("t").unwrap().clone();
+    for (p, old) in &before.partitions {
+        let new = &after.partitions[p];
+        if old.leader == 2 {
+            assert_eq!(new.leader, NO_LEADER, "rf 1: nobody else can lead");
+            assert_eq!(new.isr, vec![2], "the last ISR member stays");
+            assert_eq!(new.leader_epoch, old.leader_epoch + 1);
+        } else {
+            assert_eq!(new, old, "other partitions untouched");
+        }
+    }
+    // A second process with id 2 while 2 is fenced: accepted (a restart).
+    let epoch = s.start(2, 22).unwrap();
+    assert!(epoch > s.image().brokers[&1].epoch);
+    let back = s.image().topic_by_name("t").unwrap().clone();
+    for (p, old) in &before.partitions {
+        if old.leader == 2 {
+            assert_eq!(back.partitions[p].leader, 2);
+            assert_eq!(back.partitions[p].leader_epoch, old.leader_epoch + 2);
+        }
+    }
+}
+
+#[test]
+fn with_three_replicas_leadership_moves_to_an_in_sync_replica() {
+    let mut s = Sim::new(3);
+    for n in 1..=3 {
+        s.start(n, n as u128).unwrap();
+    }
+    s.create("r3", 6, 3).unwrap();
+    let before = s.image().topic_by_name("r3").unwrap().clone();
+    s.alive.remove(&1);
+    s.advance(SESSION_MS + HEARTBEAT_MS);
+    let after = s.image().topic_by_name("r3").unwrap().clone();
+    for (p, old) in &before.partitions {
+        let new = &after.partitions[p];
+        assert!(!new.isr.contains(&1), "1 left the ISR of {p}");
+        assert_eq!(new.isr.len(), 2);
+        assert!(new.leader == 2 || new.leader == 3);
+        if old.leader == 1 {
+            assert_eq!(new.leader_epoch, old.leader_epoch + 1);
+            // The preferred in-sync replica: the next one in the replica list.
+            assert_eq!(new.leader, old.replicas[1].node);
+        } else {
+            assert_eq!(new.leader, old.leader);
+            assert_eq!(
+                new.leader_epoch, old.leader_epoch,
+                "ISR shrink keeps the epoch"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_second_live_broker_with_the_same_id_is_refused_until_the_first_expires() {
+    let mut s = Sim::new(2);
+    s.start(1, 1).unwrap();
+    let e = s.start(1, 99).unwrap_err();
+    assert_eq!(e.code, ErrorCode::DuplicateBrokerRegistration);
+    assert!(
+        e.message.contains("node.id 1 is already registered"),
+        "{}",
+        e.message
+    );
+    // The same incarnation retrying its registration is fine.
+    let image = s.image().clone();
+    assert!(s.controller.register(&image, &reg(1, 1), s.now_ms).is_ok());
+    // Once the first one's session has expired, the newcomer is a restart.
+    s.alive.remove(&1);
+    s.advance(SESSION_MS + HEARTBEAT_MS);
+    s.start(1, 99).unwrap();
+    let wrong = BrokerRegistration {
+        cluster_id: "other".into(),
+        ..reg(2, 2)
+    };
+    let image = s.image().clone();
+    let e = s.controller.register(&image, &wrong, s.now_ms).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InconsistentClusterId);
+}
+
+#[test]
+fn heartbeats_from_unknown_or_stale_brokers_are_refused() {
+    let mut s = Sim::new(1);
+    let epoch = s.start(1, 1).unwrap();
+    let image = s.image().clone();
+    let hb = |node, broker_epoch| Heartbeat {
+        node_id: node,
+        broker_epoch,
+        metadata_offset: 0,
+        shutting_down: false,
+    };
+    let e = s
+        .controller
+        .heartbeat(&image, &hb(7, 1), s.now_ms)
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::BrokerIdNotRegistered);
+    let e = s
+        .controller
+        .heartbeat(&image, &hb(1, epoch - 1), s.now_ms)
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::StaleBrokerEpoch);
+}
+
+#[test]
+fn controlled_shutdown_moves_leaders_before_the_session_ends() {
+    let mut s = Sim::new(3);
+    for n in 1..=3 {
+        s.start(n, n as u128).unwrap();
+    }
+    s.create("t", 6, 2).unwrap();
+    let hb = Heartbeat {
+        node_id: 3,
+        broker_epoch: s.alive[&3],
+        metadata_offset: s.log.len() as u64,
+        shutting_down: true,
+    };
+    let image = s.image().clone();
+    let answer = s.controller.heartbeat(&image, &hb, s.now_ms).unwrap();
+    assert!(answer.fenced);
+    s.commit(answer.records);
+    assert!(s.image().brokers[&3].fenced);
+    assert!(s.leaders("t").iter().all(|l| *l != 3 && *l != NO_LEADER));
+}
+
+#[test]
+fn a_new_controller_gives_every_broker_a_fresh_session() {
+    let mut s = Sim::new(3);
+    for n in 1..=3 {
+        s.start(n, n as u128).unwrap();
+    }
+    s.alive.remove(&3);
+    s.advance(SESSION_MS / 2);
+    // Failover: node 2's image becomes the controller's; its soft state starts now.
+    s.images.swap(0, 1);
+    s.controller = Controller::new(cfg());
+    let image = s.image().clone();
+    s.controller.activate(&image, s.now_ms);
+    s.advance(SESSION_MS - HEARTBEAT_MS);
+    assert!(
+        !s.image().brokers[&3].fenced,
+        "a full session after the takeover"
+    );
+    s.advance(2 * HEARTBEAT_MS);
+    assert!(s.image().brokers[&3].fenced);
+    assert!(!s.image().brokers[&1].fenced && !s.image().brokers[&2].fenced);
+}
+
+#[test]
+fn a_change_computed_from_a_stale_partition_epoch_is_rejected_everywhere() {
+    let mut s = Sim::new(2);
+    for n in 1..=2 {
+        s.start(n, n as u128).unwrap();
+    }
+    s.create("t", 1, 2).unwrap();
+    let id = *s.image().names.get("t").unwrap();
+    let p = s.image().partition("t", 0).unwrap().clone();
+    let change = |leader| {
+        MetadataRecord::PartitionChange(crate::records::PartitionChange {
+            topic_id: id,
+            partition: 0,
+            expected_partition_epoch: p.partition_epoch,
+            leader: Some(leader),
+            isr: None,
+        })
+    };
+    let other = if p.leader == 1 { 2 } else { 1 };
+    let o = s.commit(vec![change(other), change(p.leader)]);
+    assert_eq!(o[0], Applied::Done);
+    assert!(matches!(
+        o[1],
+        Applied::Rejected(ErrorCode::InvalidRequest, _)
+    ));
+    assert_eq!(s.image().partition("t", 0).unwrap().leader, other);
+    // A leader outside the ISR is refused, not applied.
+    let bad = MetadataRecord::PartitionChange(crate::records::PartitionChange {
+        topic_id: id,
+        partition: 0,
+        expected_partition_epoch: p.partition_epoch + 1,
+        leader: Some(other),
+        isr: Some(vec![p.leader]),
+    });
+    assert!(matches!(s.commit(vec![bad])[0], Applied::Rejected(..)));
+}
+
+#[test]
+fn producer_id_blocks_are_disjoint() {
+    let mut s = Sim::new(1);
+    s.start(1, 1).unwrap();
+    let mut starts = Vec::new();
+    for node in [1, 1, 2] {
+        let image = s.image().clone();
+        let (start, record) = s.controller.allocate_producer_ids(&image, node);
+        assert_eq!(s.commit(vec![record])[0], Applied::Done);
+        starts.push(start);
+    }
+    assert_eq!(starts, vec![0, 1000, 2000]);
+}
+
+#[test]
+fn five_thousand_creations_and_deletions_then_a_snapshot_leave_equal_images() {
+    let mut s = Sim::new(3);
+    for n in 1..=3 {
+        s.start(n, n as u128).unwrap();
+    }
+    for i in 0..2_500 {
+        let name = format!("t-{i}");
+        assert_eq!(
+            s.create(&name, 1 + (i % 4), 1 + (i % 3) as i16).unwrap(),
+            Applied::Done
+        );
+        if i % 2 == 0 {
+            let records = s.controller.delete_topic(&s.images[0], &name).unwrap();
+            assert_eq!(s.commit(records)[0], Applied::Done);
+        }
+    }
+    assert_eq!(s.image().topics.len(), 1_250);
+    let d = s.images[0].digest();
+    assert!(s.images.iter().all(|i| i.digest() == d), "nodes agree");
+    // A node restored from a snapshot has the same image as the ones that replayed the log.
+    let snapshot = s.images[0].to_snapshot();
+    let offset = s.log.len() as u64;
+    let restored = Image::from_snapshot(offset, &snapshot).unwrap();
+    assert_eq!(restored.digest(), d);
+    assert_eq!(restored, s.images[0]);
+    // ...and keeps applying the log after it.
+    s.images[2] = restored;
+    s.create("after-snapshot", 3, 3).unwrap();
+    let d = s.images[0].digest();
+    assert!(s.images.iter().all(|i| i.digest() == d));
+}
