@@ -77,6 +77,8 @@ pub struct Controller {
     /// propose the same one twice.
     fencing: BTreeSet<NodeId>,
     unfencing: BTreeSet<NodeId>,
+    /// Partitions with a repair change proposed and not yet applied.
+    repairing: BTreeSet<(TopicId, i32)>,
 }
 
 impl Controller {
@@ -86,6 +88,7 @@ impl Controller {
             sessions: BTreeMap::new(),
             fencing: BTreeSet::new(),
             unfencing: BTreeSet::new(),
+            repairing: BTreeSet::new(),
         }
     }
 
@@ -97,6 +100,7 @@ impl Controller {
     pub fn activate(&mut self, image: &Image, now_ms: u64) {
         self.fencing.clear();
         self.unfencing.clear();
+        self.repairing.clear();
         self.sessions = image
             .brokers
             .keys()
@@ -123,6 +127,9 @@ impl Controller {
             MetadataRecord::RegisterBroker(r) => {
                 self.fencing.remove(&r.node_id);
                 self.unfencing.remove(&r.node_id);
+            }
+            MetadataRecord::PartitionChange(c) => {
+                self.repairing.remove(&(c.topic_id, c.partition));
             }
             _ => {}
         }
@@ -163,12 +170,6 @@ impl Controller {
         if let Some(old) = image.brokers.get(&reg.node_id) {
             if old.registration == *reg {
                 // The same process retrying (its answer was lost): already registered.
-                self.sessions.insert(
-                    reg.node_id,
-                    Session {
-                        last_heartbeat_ms: now_ms,
-                    },
-                );
                 return Ok(Vec::new());
             }
             let same = old.registration.incarnation == reg.incarnation;
@@ -182,18 +183,16 @@ impl Controller {
                     ),
                 ));
             }
-            if !old.fenced && !self.fencing.contains(&reg.node_id) {
-                // A restart: the old incarnation's leaderships go first.
+            let unfence_pending = self.unfencing.contains(&reg.node_id);
+            if (!old.fenced || unfence_pending) && !self.fencing.contains(&reg.node_id) {
+                // A restart: the old incarnation's leaderships go first (also those an
+                // unfence still in flight would give it).
                 records.extend(self.fence_records(image, reg.node_id, old.epoch));
             }
         }
+        // No session yet: it starts with the first heartbeat of the new incarnation (the
+        // broker is fenced until then, so nothing expires meanwhile).
         records.push(MetadataRecord::RegisterBroker(reg.clone()));
-        self.sessions.insert(
-            reg.node_id,
-            Session {
-                last_heartbeat_ms: now_ms,
-            },
-        );
         Ok(records)
     }
 
@@ -226,7 +225,7 @@ impl Controller {
             },
         );
         let mut records = Vec::new();
-        let mut fenced = b.fenced;
+        let mut fenced = b.fenced || self.fencing.contains(&hb.node_id);
         if hb.shutting_down {
             if !b.fenced && !self.fencing.contains(&hb.node_id) {
                 records = self.fence_records(image, hb.node_id, b.epoch);
@@ -243,7 +242,9 @@ impl Controller {
         Ok(HeartbeatAnswer { records, fenced })
     }
 
-    /// Time passed: fence every unfenced broker whose session expired.
+    /// Time passed: fence every unfenced broker whose session expired; then, with nothing
+    /// else in flight, repair what an earlier decision left behind (a change rejected
+    /// because another one got there first).
     pub fn tick(&mut self, image: &Image, now_ms: u64) -> Vec<MetadataRecord> {
         let mut records = Vec::new();
         let expired: Vec<(NodeId, u64)> = image
@@ -252,6 +253,10 @@ impl Controller {
             .filter(|b| !b.fenced && !self.fencing.contains(&b.registration.node_id))
             .map(|b| (b.registration.node_id, b.epoch))
             .collect();
+        // Brokers fenced in one tick are decided one after the other on a scratch image, so
+        // the second one's changes see the first one's (two changes computed from the same
+        // partition epoch cannot both apply).
+        let mut scratch: Option<Image> = None;
         for (node, epoch) in expired {
             if let std::collections::btree_map::Entry::Vacant(v) = self.sessions.entry(node) {
                 // Registered before this controller knew it: a fresh session.
@@ -259,7 +264,55 @@ impl Controller {
                     last_heartbeat_ms: now_ms,
                 });
             } else if !self.alive(node, now_ms) {
-                records.extend(self.fence_records(image, node, epoch));
+                let base = scratch.get_or_insert_with(|| image.clone());
+                let fence = self.fence_records(base, node, epoch);
+                for r in &fence {
+                    let offset = base.applied_offset + 1;
+                    let _ = base.apply(offset, r);
+                }
+                records.extend(fence);
+            }
+        }
+        if records.is_empty() && self.fencing.is_empty() && self.unfencing.is_empty() {
+            records = self.repair_records(image);
+        }
+        records
+    }
+
+    /// Partition changes that bring the image back to what fencing promises: no fenced
+    /// leader, no fenced broker in an ISR it is not the last member of, a leader wherever
+    /// an in-sync replica is usable. Each partition at most once until its change applies.
+    fn repair_records(&mut self, image: &Image) -> Vec<MetadataRecord> {
+        let usable = |n: NodeId| image.brokers.get(&n).is_some_and(|b| !b.fenced);
+        let mut records = Vec::new();
+        for t in image.topics.values() {
+            for (partition, p) in &t.partitions {
+                if self.repairing.contains(&(t.id, *partition)) {
+                    continue;
+                }
+                let alive: Vec<NodeId> = p.isr.iter().copied().filter(|n| usable(*n)).collect();
+                let isr = if alive.is_empty() {
+                    p.isr.clone()
+                } else {
+                    alive
+                };
+                let leader = if p.leader != NO_LEADER && usable(p.leader) && isr.contains(&p.leader)
+                {
+                    p.leader
+                } else {
+                    choose_leader(&p.replicas, &isr, &usable)
+                };
+                if leader == p.leader && isr == p.isr {
+                    continue;
+                }
+                self.repairing.insert((t.id, *partition));
+                records.push(MetadataRecord::PartitionChange(PartitionChange {
+                    topic_id: t.id,
+                    partition: *partition,
+                    expected_partition_epoch: p.partition_epoch,
+                    leader: (leader != p.leader).then_some(leader),
+                    isr: (isr != p.isr).then_some(isr),
+                }));
             }
         }
         records

@@ -85,12 +85,16 @@ impl FileStore {
             .open(&path)?;
         let mut bytes = Vec::new();
         log.read_to_end(&mut bytes)?;
-        let snap_index = snapshot.get_metadata().index;
+        let (snap_index, snap_term) = (snapshot.get_metadata().index, snapshot.get_metadata().term);
         let (mut entries, mut offsets, mut good) = (Vec::new(), Vec::new(), 0usize);
+        let mut term_at_snapshot = None;
         while let Some((entry, next)) = frame_at(&bytes, good) {
             let expected = entries.last().map_or(0, |e: &Entry| e.index + 1);
-            if expected != 0 && entry.index != expected {
-                break; // not contiguous: treat as a torn tail
+            if entry.index == 0 || (expected != 0 && entry.index != expected) {
+                break; // a zeroed or non-contiguous frame: treat as a torn tail
+            }
+            if entry.index == snap_index {
+                term_at_snapshot = Some(entry.term);
             }
             if entry.index > snap_index {
                 entries.push(entry);
@@ -103,6 +107,16 @@ impl FileStore {
             log.set_len(good as u64)?;
             log.sync_data()?;
         }
+        // A crash inside apply_snapshot can leave entries of a history the snapshot replaced:
+        // keep the entries after the snapshot only if they continue it.
+        let continues = entries
+            .first()
+            .is_none_or(|e: &Entry| e.index == snap_index + 1)
+            && term_at_snapshot.is_none_or(|t| t == snap_term);
+        let diverged = snap_index > 0 && !continues;
+        // The commit index is not synced on every change; it is at least the snapshot's.
+        let mut hard_state = hard_state;
+        hard_state.commit = hard_state.commit.max(snap_index);
         let store = FileStore {
             dir: dir.to_path_buf(),
             inner: RefCell::new(Inner {
@@ -115,6 +129,10 @@ impl FileStore {
                 log_bytes: good as u64,
             }),
         };
+        if diverged {
+            let mut inner = store.inner.borrow_mut();
+            store.rewrite_log(&mut inner, Vec::new())?;
+        }
         Ok((store, cut))
     }
 
@@ -134,6 +152,9 @@ impl FileStore {
         let bytes = snap.write_to_bytes().map_err(other)?;
         write_atomic(&self.dir, SNAPSHOT_FILE, &bytes).map_err(other)?;
         inner.snapshot = snap;
+        inner.hard_state.commit = inner.hard_state.commit.max(index);
+        let state = encode_state(&inner.hard_state, &inner.conf_state);
+        write_atomic(&self.dir, STATE_FILE, &state).map_err(other)?;
         let keep_from = inner.entries.iter().position(|e| e.index > index);
         let kept: Vec<Entry> = match keep_from {
             Some(i) => inner.entries[i..].to_vec(),
@@ -242,6 +263,11 @@ impl Storage for FileStore {
 }
 
 impl QuorumStore for FileStore {
+    fn stored_snapshot(&self) -> Option<Snapshot> {
+        let inner = self.inner.borrow();
+        (inner.snapshot.get_metadata().index > 0).then(|| inner.snapshot.clone())
+    }
+
     fn append(&self, entries: &[Entry]) -> raft::Result<()> {
         let Some(head) = entries.first() else {
             return Ok(());
@@ -260,6 +286,7 @@ impl QuorumStore for FileStore {
             let at = (head.index - first) as usize;
             let cut_to = inner.offsets[at];
             inner.log.set_len(cut_to).map_err(other)?;
+            inner.log.sync_data().map_err(other)?;
             inner.log_bytes = cut_to;
             inner.entries.truncate(at);
             inner.offsets.truncate(at);
@@ -566,17 +593,20 @@ mod tests {
         assert_eq!(&snap.data[..], b"image@4");
     }
 
-    #[test]
-    fn a_single_voter_quorum_replays_its_committed_log_after_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = QuorumConfig {
-            tick_ms: 100,
-            election_ticks: 10,
-            heartbeat_ticks: 2,
-        };
-        let logger = discard_logger();
-        let (store, _) = FileStore::open(dir.path(), &[1]).unwrap();
-        let mut q = Quorum::new(1, store, cfg, &logger).unwrap();
+    const CFG: QuorumConfig = QuorumConfig {
+        tick_ms: 100,
+        election_ticks: 10,
+        heartbeat_ticks: 2,
+    };
+
+    /// A one-voter quorum over `dir` that has elected itself and committed
+    /// the entries 0..10; returns it with everything it committed.
+    fn lone_voter_with_ten_entries(
+        dir: &Path,
+        logger: &slog::Logger,
+    ) -> (Quorum<FileStore>, Vec<(u64, Vec<u8>)>) {
+        let (store, _) = FileStore::open(dir, &[1]).unwrap();
+        let mut q = Quorum::new(1, store, CFG, logger).unwrap();
         let mut committed = Vec::new();
         for _ in 0..40 {
             q.tick();
@@ -590,6 +620,15 @@ mod tests {
             q.propose(vec![i]).unwrap();
             committed.extend(q.poll().unwrap().committed);
         }
+        (q, committed)
+    }
+
+    #[test]
+    fn a_single_voter_quorum_replays_its_committed_log_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = CFG;
+        let logger = discard_logger();
+        let (q, committed) = lone_voter_with_ten_entries(dir.path(), &logger);
         assert_eq!(
             committed.iter().map(|(_, d)| d[0]).collect::<Vec<_>>(),
             (0..10).collect::<Vec<u8>>()
@@ -607,5 +646,35 @@ mod tests {
             }
         }
         assert_eq!(replay, committed, "the same entries at the same indexes");
+    }
+
+    #[test]
+    fn a_voter_restarted_after_a_snapshot_starts_from_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = CFG;
+        let logger = discard_logger();
+        let (q, committed) = lone_voter_with_ten_entries(dir.path(), &logger);
+        let (last, _) = *committed.last().unwrap();
+        q.store().save_snapshot(last, b"image".to_vec()).unwrap();
+        drop(q);
+        let (store, _) = FileStore::open(dir.path(), &[1]).unwrap();
+        let mut q = Quorum::new(1, store, cfg, &logger).unwrap();
+        let first = q.poll().unwrap();
+        assert_eq!(first.snapshot, Some((last, b"image".to_vec())));
+        let mut after = first.committed;
+        for _ in 0..40 {
+            q.tick();
+            after.extend(q.poll().unwrap().committed);
+            if q.leadership().is_leader {
+                break;
+            }
+        }
+        assert!(
+            after.iter().all(|(i, _)| *i > last),
+            "nothing before the snapshot again"
+        );
+        q.propose(vec![99]).unwrap();
+        let more = q.poll().unwrap().committed;
+        assert_eq!(more.last().map(|(_, d)| d.clone()), Some(vec![99]));
     }
 }

@@ -237,6 +237,12 @@ impl Image {
         if let Err(e) = well_formed(&state) {
             return reject(ErrorCode::InvalidReplicaAssignment, e);
         }
+        if t.partitions.contains_key(&p.partition) {
+            return reject(
+                ErrorCode::InvalidRequest,
+                format!("partition {} of {} exists already", p.partition, t.name),
+            );
+        }
         t.partitions.insert(p.partition, state);
         Applied::Done
     }
@@ -379,9 +385,15 @@ fn well_formed(p: &PartitionState) -> Result<(), String> {
             p.replicas
         ));
     }
-    if p.isr.is_empty() || p.isr.iter().any(|n| nodes.binary_search(n).is_err()) {
+    let mut isr = p.isr.clone();
+    isr.sort_unstable();
+    isr.dedup();
+    if p.isr.is_empty()
+        || isr.len() != p.isr.len()
+        || p.isr.iter().any(|n| nodes.binary_search(n).is_err())
+    {
         return Err(format!(
-            "ISR {:?} is empty or not within the replicas {nodes:?}",
+            "ISR {:?} is empty, repeats a node or is not within the replicas {nodes:?}",
             p.isr
         ));
     }

@@ -2,6 +2,7 @@
 //! as `now_ms`). The broker's drivers feed these state machines and carry out what they
 //! return; tests drive them deterministically.
 //!
+//! - [`config`]: `node.id`, `controller.quorum.voters` and the timeouts, parsed and checked.
 //! - [`records`]: the metadata log's entries (KRaft's idea: metadata is a replicated log).
 //! - [`image`]: the log applied in order — the same on every node; digests and snapshots.
 //! - [`placement`]: replicas, leaders and shards for new partitions.
@@ -14,6 +15,7 @@
 //! Arrows: `controller` -> `placement` -> `image` -> `records`; `quorum` stands alone (it
 //! orders bytes; the driver decodes them into records); nothing here imports the broker.
 
+pub mod config;
 pub mod controller;
 pub mod file_store;
 pub mod image;

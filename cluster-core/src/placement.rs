@@ -18,6 +18,10 @@ use strand_wire::ErrorCode;
 use crate::image::Image;
 use crate::records::{NodeId, Replica, NO_LEADER};
 
+/// The most partitions one topic may have (the broker's `limits::PARTITIONS_PER_TOPIC_MAX`:
+/// placement allocates per partition, so an absurd count must not reach it).
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
 /// A refused request: the Kafka error and its message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
@@ -46,6 +50,12 @@ pub fn assign(
         .usable_brokers()
         .map(|b| (b.registration.node_id, b.registration.shards.max(1)))
         .collect();
+    if partitions > PARTITIONS_PER_TOPIC_MAX {
+        return Err(Refusal::new(
+            ErrorCode::InvalidPartitions,
+            format!("Number of partitions {partitions} is above this cluster's limit of {PARTITIONS_PER_TOPIC_MAX} per topic."),
+        ));
+    }
     if partitions <= 0 {
         return Err(Refusal::new(
             ErrorCode::InvalidPartitions,

@@ -20,6 +20,9 @@ use raft::{Config, RawNode, StateRole, Storage};
 
 /// Where the quorum keeps its log and hard state. Writes are durable when they return.
 pub trait QuorumStore: Storage {
+    /// The snapshot the store holds from an earlier run (the log before it is compacted
+    /// away), handed to the state machine first at start; `None` without one.
+    fn stored_snapshot(&self) -> Option<Snapshot>;
     fn append(&self, entries: &[Entry]) -> raft::Result<()>;
     fn set_hard_state(&self, hs: &HardState) -> raft::Result<()>;
     fn set_commit(&self, commit: u64) -> raft::Result<()>;
@@ -28,6 +31,12 @@ pub trait QuorumStore: Storage {
 
 /// In memory: for simulations and tests (not durable).
 impl QuorumStore for MemStorage {
+    /// MemStorage keeps a snapshot's metadata but not its data: the simulations restart
+    /// voters only over uncompacted logs.
+    fn stored_snapshot(&self) -> Option<Snapshot> {
+        None
+    }
+
     fn append(&self, entries: &[Entry]) -> raft::Result<()> {
         self.wl().append(entries)
     }
@@ -102,6 +111,11 @@ pub struct NotLeader {
 pub struct Quorum<S: QuorumStore> {
     node: RawNode<S>,
     leadership: Leadership,
+    /// The stored snapshot, until the first poll hands it out.
+    pending_snapshot: Option<(u64, Vec<u8>)>,
+    /// A store write failed: raft-rs has already handed out (and forgotten) what that poll
+    /// carried, so this voter must stop; every later call says why.
+    failed: Option<String>,
 }
 
 impl<S: QuorumStore> Quorum<S> {
@@ -112,13 +126,18 @@ impl<S: QuorumStore> Quorum<S> {
         cfg: QuorumConfig,
         logger: &slog::Logger,
     ) -> Result<Self, String> {
+        // A restart after compaction: the state machine starts from the stored snapshot
+        // (handed out by the first poll), and raft-rs resumes applying after it; without
+        // one, every committed entry is handed out again, in order.
+        let pending_snapshot = store
+            .stored_snapshot()
+            .filter(|s| s.get_metadata().index > 0)
+            .map(|s| (s.get_metadata().index, s.data.to_vec()));
         let config = Config {
             id,
             election_tick: cfg.election_ticks,
             heartbeat_tick: cfg.heartbeat_ticks,
-            // The state machine (the image) is rebuilt at start: what was committed before is
-            // handed out again, in order, by the first polls.
-            applied: 0,
+            applied: pending_snapshot.as_ref().map_or(0, |(index, _)| *index),
             max_size_per_msg: 1 << 20,
             max_inflight_msgs: 256,
             check_quorum: true,
@@ -136,6 +155,8 @@ impl<S: QuorumStore> Quorum<S> {
                 is_leader: false,
                 term: 0,
             },
+            pending_snapshot,
+            failed: None,
         })
     }
 
@@ -159,6 +180,9 @@ impl<S: QuorumStore> Quorum<S> {
     /// A message from another voter. A malformed or foreign one is an error for the driver to
     /// log (the transport closes that peer's connection).
     pub fn step(&mut self, msg: Message) -> Result<(), String> {
+        if let Some(why) = &self.failed {
+            return Err(why.clone());
+        }
         if msg.to != self.id() {
             return Err(format!(
                 "quorum message for voter {} reached voter {}",
@@ -171,7 +195,7 @@ impl<S: QuorumStore> Quorum<S> {
 
     /// Appends encoded records to the log, on the leader.
     pub fn propose(&mut self, data: Vec<u8>) -> Result<(), NotLeader> {
-        if !self.leadership.is_leader {
+        if !self.leadership.is_leader || self.failed.is_some() {
             return Err(NotLeader {
                 leader_id: self.leadership.leader_id,
             });
@@ -181,9 +205,40 @@ impl<S: QuorumStore> Quorum<S> {
         })
     }
 
-    /// Runs the Ready loop until raft-rs has nothing more to say.
+    /// The leader's snapshot to `peer` was delivered (or not): raft-rs resumes replication
+    /// to it (a lost snapshot would otherwise pause that follower until the next election).
+    pub fn report_snapshot(&mut self, peer: u64, delivered: bool) {
+        let status = if delivered {
+            raft::SnapshotStatus::Finish
+        } else {
+            raft::SnapshotStatus::Failure
+        };
+        self.node.report_snapshot(peer, status);
+    }
+
+    /// The transport could not reach `peer`: raft-rs probes it instead of streaming to it.
+    pub fn report_unreachable(&mut self, peer: u64) {
+        self.node.report_unreachable(peer);
+    }
+
+    /// Runs the Ready loop until raft-rs has nothing more to say. A store error is final:
+    /// this voter stops (see `failed`).
     pub fn poll(&mut self) -> Result<Output, String> {
-        let mut out = Output::default();
+        if let Some(why) = &self.failed {
+            return Err(why.clone());
+        }
+        let result = self.poll_ready();
+        if let Err(why) = &result {
+            self.failed = Some(format!("quorum stopped after a store failure: {why}"));
+        }
+        result
+    }
+
+    fn poll_ready(&mut self) -> Result<Output, String> {
+        let mut out = Output {
+            snapshot: self.pending_snapshot.take(),
+            ..Output::default()
+        };
         while self.node.has_ready() {
             let mut rd = self.node.ready();
             if let Some(ss) = rd.ss() {

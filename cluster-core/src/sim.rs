@@ -333,6 +333,24 @@ fn with_three_replicas_leadership_moves_to_an_in_sync_replica() {
 }
 
 #[test]
+fn two_brokers_expiring_in_one_tick_leave_every_partition_led_by_the_survivor() {
+    let mut s = Sim::new(3);
+    for n in 1..=3 {
+        s.start(n, n as u128).unwrap();
+    }
+    s.create("r3", 9, 3).unwrap();
+    s.alive.remove(&1);
+    s.alive.remove(&2);
+    s.advance(SESSION_MS + HEARTBEAT_MS);
+    assert!(s.image().brokers[&1].fenced && s.image().brokers[&2].fenced);
+    let t = s.image().topic_by_name("r3").unwrap();
+    for (p, state) in &t.partitions {
+        assert_eq!(state.leader, 3, "partition {p}");
+        assert_eq!(state.isr, vec![3], "partition {p}");
+    }
+}
+
+#[test]
 fn a_second_live_broker_with_the_same_id_is_refused_until_the_first_expires() {
     let mut s = Sim::new(2);
     s.start(1, 1).unwrap();
