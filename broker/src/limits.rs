@@ -143,6 +143,11 @@ pub const CLEANER_NICE: libc::c_int = 0;
 /// at the host (a starved per-CPU `dio` kworker, a stalled journal, a failing disk).
 pub const SLOW_IO_WARN_MS: u64 = 500;
 
+/// How often each shard's lag probe asks to wake (`stages`: `shard lag`). Short enough that a
+/// stall of a few milliseconds is sampled, long enough to cost nothing measurable (200
+/// wake-ups a second, a few microseconds each).
+pub const SHARD_LAG_PROBE_MS: u64 = 5;
+
 /// How long a group with neither members nor committed offsets is kept before it is
 /// forgotten. Kafka removes such groups in its periodic cleanup
 /// (`offsets.retention.check.interval.ms`, 10 minutes); until then they can be described and

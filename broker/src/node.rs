@@ -419,6 +419,24 @@ impl Node {
         })
     }
 
+    /// Samples how late this shard wakes for a timer (`stages`: `shard lag`), for as long as
+    /// the shard runs.
+    pub fn spawn_lag_probe(self: &Rc<Self>) {
+        let stages = Rc::clone(&self.stages);
+        let period = std::time::Duration::from_millis(crate::limits::SHARD_LAG_PROBE_MS);
+        glommio::spawn_local(async move {
+            loop {
+                let asked = std::time::Instant::now();
+                glommio::timer::sleep(period).await;
+                let late = asked.elapsed().saturating_sub(period);
+                stages
+                    .borrow_mut()
+                    .record_partition(crate::stages::Stage::Lag, late);
+            }
+        })
+        .detach();
+    }
+
     /// A copy of this shard's stage histograms; `reset` empties them after the copy.
     pub fn local_stages(&self, reset: bool) -> crate::stages::Stages {
         let mut stages = self.stages.borrow_mut();

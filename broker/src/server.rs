@@ -131,6 +131,7 @@ async fn shard_main(
     node.apply_catalog(Arc::new(catalog)).await;
     glommio::spawn_local(Rc::clone(&node).run_inbox(inbox)).detach();
     node.spawn_group_ticker();
+    node.spawn_lag_probe();
     if id == 0 {
         // Kafka's settings for its internal topics: compacted, small segments.
         let segment_bytes = shared.config.offsets_topic_segment_bytes;

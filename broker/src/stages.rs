@@ -15,6 +15,12 @@
 //! - `append`: `PartitionLog::append` (validation, copies, waiting for write-behind room);
 //! - `fsync_wait`: an acks=-1 append until its bytes are fdatasynced (group commit).
 //!
+//! Shard stage:
+//! - `lag`: how late the shard's probe timer fires (it asks to wake every
+//!   `limits::SHARD_LAG_PROBE_MS`). A shard busy with one long task, starved of its core
+//!   (CPU steal, another thread pinned there) or blocked in a syscall reads its sockets late
+//!   by about as much, so a client-side tail the request stages do not show appears here.
+//!
 //! Each shard records into its own [`Stages`] (no locks); the admin API gathers them from
 //! every shard, merges them and answers percentiles in microseconds (`GET /v1/stages`).
 
@@ -42,6 +48,7 @@ pub enum Stage {
     Hop,
     Append,
     FsyncWait,
+    Lag,
 }
 
 const CONN_STAGES: [Stage; 5] = [
@@ -51,7 +58,7 @@ const CONN_STAGES: [Stage; 5] = [
     Stage::Write,
     Stage::Total,
 ];
-const PARTITION_STAGES: [Stage; 3] = [Stage::Hop, Stage::Append, Stage::FsyncWait];
+const PARTITION_STAGES: [Stage; 4] = [Stage::Hop, Stage::Append, Stage::FsyncWait, Stage::Lag];
 const CLASSES: [ApiClass; 3] = [ApiClass::Produce, ApiClass::Fetch, ApiClass::Other];
 const SLOTS: usize = CLASSES.len() * CONN_STAGES.len() + PARTITION_STAGES.len();
 
@@ -70,6 +77,7 @@ impl Stage {
             Stage::Hop => "hop",
             Stage::Append => "append",
             Stage::FsyncWait => "fsync_wait",
+            Stage::Lag => "lag",
         }
     }
 }
@@ -139,7 +147,7 @@ impl Stages {
         self.record_slot(slot(Some(class), stage), took);
     }
 
-    /// Records a partition stage (`Hop`, `Append`, `FsyncWait`).
+    /// Records a partition stage (`Hop`, `Append`, `FsyncWait`) or the shard's `Lag`.
     pub fn record_partition(&mut self, stage: Stage, took: Duration) {
         debug_assert!(PARTITION_STAGES.contains(&stage));
         self.record_slot(slot(None, stage), took);
@@ -174,7 +182,11 @@ impl Stages {
             .filter_map(|(class, stage)| {
                 let h = &self.hists[slot(class, stage)];
                 (!h.is_empty()).then(|| StageSummary {
-                    api: class.map_or("partition", ApiClass::name),
+                    api: match (class, stage) {
+                        (Some(c), _) => c.name(),
+                        (None, Stage::Lag) => "shard",
+                        (None, _) => "partition",
+                    },
                     stage: stage.name(),
                     count: h.len(),
                     p50_us: h.value_at_quantile(0.5),
@@ -200,6 +212,7 @@ mod tests {
         }
         b.record(ApiClass::Fetch, Stage::Write, Duration::from_micros(7));
         b.record_partition(Stage::FsyncWait, Duration::from_micros(900));
+        b.record_partition(Stage::Lag, Duration::from_micros(40));
         a.merge(&b);
         let s = a.summaries();
         let names: Vec<(&str, &str)> = s.iter().map(|x| (x.api, x.stage)).collect();
@@ -208,7 +221,8 @@ mod tests {
             vec![
                 ("produce", "total"),
                 ("fetch", "write"),
-                ("partition", "fsync_wait")
+                ("partition", "fsync_wait"),
+                ("shard", "lag")
             ]
         );
         assert_eq!(s[0].count, 100);

@@ -57,6 +57,8 @@ def test_stages_count_every_request_on_every_shard(make_broker):
         assert s[("produce", stage)]["count"] == produce, (stage, s[("produce", stage)])
     assert s[("partition", "append")]["count"] >= sent
     assert s[("partition", "fsync_wait")]["count"] >= sent, "acks=all waits for the fsync"
+    lag = s[("shard", "lag")]
+    assert lag["count"] > 0 and lag["p50_us"] <= lag["max_us"], lag  # each shard's wake-up probe
     row = s[("produce", "total")]
     assert 0 < row["p50_us"] <= row["p99_us"] <= row["p999_us"] <= row["max_us"], row
 
