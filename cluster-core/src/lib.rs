@@ -11,17 +11,23 @@
 //! - [`file_store`]: the quorum's durable log, hard state and snapshot (std::fs, fdatasync).
 //! - [`quorum`]: the metadata log's consensus, raft-rs's `RawNode` behind a poll/output
 //!   surface (durable store, messages out, committed entries in order).
+//! - [`transport`]: node-to-node messages over QUIC (quinn-proto) with mutual TLS, driven by
+//!   datagrams and time; `transport::certs` makes a development CA and node certificates.
+//! - [`limits`]: the cluster's bounds, with reasons.
 //!
 //! Arrows: `controller` -> `placement` -> `image` -> `records`; `quorum` stands alone (it
-//! orders bytes; the driver decodes them into records); nothing here imports the broker.
+//! orders bytes; the driver decodes them into records); `transport` carries bytes and knows
+//! only node ids; nothing here imports the broker.
 
 pub mod config;
 pub mod controller;
 pub mod file_store;
 pub mod image;
+pub mod limits;
 pub mod placement;
 pub mod quorum;
 pub mod records;
+pub mod transport;
 
 #[cfg(test)]
 mod quorum_sim;
