@@ -120,6 +120,17 @@ pub enum GroupCmd {
 pub enum ClusterCmd {
     /// Cluster id, controller, brokers and topic count.
     Info,
+    /// A development CA and a certificate for each node, for the cluster transport's mutual
+    /// TLS: DIR/ca.pem, DIR/ca.key, DIR/node-N.pem, DIR/node-N.key. Production clusters use
+    /// certificates from their own CA, issued for the DNS name `node-<node.id>`.
+    Certs {
+        /// Where the files go (created; existing files are not overwritten).
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// The nodes' ids, e.g. `1,2,3`.
+        #[arg(long, default_value = "1,2,3")]
+        nodes: String,
+    },
 }
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {
@@ -550,8 +561,21 @@ pub fn group(conn: Conn, cmd: GroupCmd) -> ExitCode {
 }
 
 pub fn cluster(conn: Conn, cmd: ClusterCmd) -> ExitCode {
+    if let ClusterCmd::Certs { out, nodes } = cmd {
+        return match crate::certs::write_dev_certs(&out, &nodes) {
+            Ok(written) => {
+                for path in written {
+                    println!("wrote {}", path.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("strand cluster certs: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     run(&conn, move |cluster, json| async move {
-        let ClusterCmd::Info = cmd;
         let md = cluster.refresh(None).await?;
         if json {
             println!(

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod certs;
 mod cli;
 use strand_broker::config::{BrokerConfig, DEFAULT_DATA_DIR};
 

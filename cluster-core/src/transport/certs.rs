@@ -40,6 +40,11 @@ impl DevCa {
         self.cert.pem()
     }
 
+    /// The CA's private key (PKCS#8 PEM): keep it away from the nodes.
+    pub fn key_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
     /// Credentials for `node`, issued by this CA.
     pub fn issue(&self, node: NodeId) -> io::Result<NodeCredentials> {
         let mut params = CertificateParams::new(vec![node_name(node), "localhost".to_string()])

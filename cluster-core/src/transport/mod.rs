@@ -14,6 +14,9 @@
 //! replication retransmit on their own timers), and the caller learns of the loss through
 //! [`TransportEvent::Disconnected`].
 //!
+//! Datagrams: path-MTU discovery is on (from 1,200 bytes up to `CLUSTER_MTU_UPPER_BOUND_BYTES`), so the
+//! driver's UDP socket must not fragment (`IP_MTU_DISCOVER = IP_PMTUDISC_DO`).
+//!
 //! Authentication: the dialler checks the acceptor's certificate is for `node-N` (TLS server
 //! name); the acceptor requires a client certificate from the cluster CA and checks it is for
 //! the node the hello names. Anything else — a certificate from another CA, a hello for
@@ -40,7 +43,8 @@ use quinn_proto::{
 
 use crate::limits::{
     CLUSTER_CONNECTIONS_MAX, CLUSTER_IDLE_TIMEOUT_MS, CLUSTER_KEEP_ALIVE_MS,
-    CLUSTER_MESSAGE_MAX_BYTES, CLUSTER_PEER_QUEUE_MAX_BYTES, CLUSTER_RECEIVE_WINDOW_BYTES,
+    CLUSTER_MESSAGE_MAX_BYTES, CLUSTER_MTU_UPPER_BOUND_BYTES, CLUSTER_PEER_QUEUE_MAX_BYTES,
+    CLUSTER_RECEIVE_WINDOW_BYTES,
 };
 use crate::records::NodeId;
 use frame::FrameDecoder;
@@ -121,6 +125,11 @@ pub fn transport_config() -> quinn_proto::TransportConfig {
         .send_window(u64::from(CLUSTER_RECEIVE_WINDOW_BYTES))
         .max_concurrent_uni_streams(VarInt::from_u32(1))
         .max_concurrent_bidi_streams(VarInt::from_u32(0))
+        .mtu_discovery_config(Some({
+            let mut mtud = quinn_proto::MtuDiscoveryConfig::default();
+            mtud.upper_bound(CLUSTER_MTU_UPPER_BOUND_BYTES);
+            mtud
+        }))
         .keep_alive_interval(Some(Duration::from_millis(CLUSTER_KEEP_ALIVE_MS)))
         .max_idle_timeout(Some(
             VarInt::from_u64(CLUSTER_IDLE_TIMEOUT_MS)
@@ -141,9 +150,12 @@ impl Transport {
         let tls = tls::configs(creds, Arc::new(transport_config()))?;
         let mut endpoint_config = EndpointConfig::default();
         endpoint_config.rng_seed(rng_seed);
+        endpoint_config
+            .max_udp_payload_size(CLUSTER_MTU_UPPER_BOUND_BYTES)
+            .map_err(|e| std::io::Error::other(format!("QUIC payload size: {e}")))?;
         Ok(Transport {
             me,
-            endpoint: Endpoint::new(Arc::new(endpoint_config), Some(tls.server), false, None),
+            endpoint: Endpoint::new(Arc::new(endpoint_config), Some(tls.server), true, None),
             client: tls.client,
             peers: HashMap::new(),
             conns: HashMap::new(),
@@ -352,8 +364,12 @@ impl Transport {
                 let Some(t) = c.conn.poll_transmit(now, 1, &mut buf) else {
                     break;
                 };
-                self.transmits
-                    .push_back((t.destination, Bytes::copy_from_slice(&buf[..t.size])));
+                // The datagram leaves in the buffer it was built in (no copy); the next one
+                // gets a new buffer of the same size.
+                let capacity = buf.capacity();
+                let mut out = std::mem::replace(&mut buf, Vec::with_capacity(capacity));
+                out.truncate(t.size);
+                self.transmits.push_back((t.destination, Bytes::from(out)));
             }
             self.buf = buf;
         }
