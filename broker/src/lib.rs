@@ -47,6 +47,7 @@ pub mod admin_http;
 pub mod admission;
 pub mod auto_create;
 pub mod catalog;
+pub mod cluster;
 pub mod config;
 pub mod disk_space;
 pub mod dynamic_configs;

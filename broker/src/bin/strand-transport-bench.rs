@@ -1,26 +1,24 @@
 //! The cluster transport against plain TCP on loopback, in one run (issue #17's measurement).
 //!
-//! Two nodes, each a thread pinned to its own core (cpu 0 and 1 by default), run
-//! `strand_cluster_core::transport::Transport` (QUIC + mutual TLS 1.3) over std UDP sockets;
-//! then the same two patterns over a TCP connection (TCP_NODELAY, the same 4-byte framing):
+//! Two nodes, each a glommio executor pinned to its own core (cpu 0 and 1 by default), run
+//! the broker's `cluster::link::ClusterLink` (QUIC + mutual TLS 1.3 over a UDP socket on the
+//! reactor, the way shards will); then the same two patterns over a TCP connection (TCP_NODELAY, the same 4-byte framing):
 //! - round trip: a 64-byte message and its echo, one at a time (`--rounds`, after a warm-up);
 //! - bulk: `--bulk-mib` MiB in 1 MiB messages, one direction, until the receiver has it all.
 //!
 //! Prints p50/p99 round trip and MB/s for both and the ratios against #17's goals (QUIC bulk
 //! at least half of TCP's, QUIC round trip within 2x of TCP's); `--check` exits 1 on a miss.
-//! The QUIC driver here is a plain blocking loop (recv with the transport's next timeout);
-//! the broker drives the same state machine from each shard's glommio reactor.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use clap::Parser;
+use strand_broker::cluster::link::ClusterLink;
 use strand_cluster_core::transport::certs::DevCa;
-use strand_cluster_core::transport::{SendError, Transport, TransportEvent};
+use strand_cluster_core::transport::{SendError, TransportEvent};
 
 #[derive(Parser)]
 #[command(about = "QUIC cluster transport vs TCP on loopback: round trip and bulk throughput")]
@@ -52,73 +50,6 @@ fn pin(cpu: usize) {
     }
 }
 
-fn udp_socket() -> std::io::Result<UdpSocket> {
-    let s = UdpSocket::bind("127.0.0.1:0")?;
-    let fd = s.as_raw_fd();
-    for (level, opt, val) in [
-        // Room for a flow-control window of datagrams (capped by net.core.*mem_max).
-        (libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20),
-        (libc::SOL_SOCKET, libc::SO_SNDBUF, 8 << 20),
-        // Never fragment: QUIC's path-MTU discovery relies on it.
-        (
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            libc::IP_PMTUDISC_DO,
-        ),
-    ] {
-        // SAFETY: setsockopt with an int option on a socket we own.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                level,
-                opt,
-                &val as *const i32 as *const libc::c_void,
-                std::mem::size_of::<i32>() as libc::socklen_t,
-            );
-        }
-    }
-    Ok(s)
-}
-
-/// Drives one transport on a UDP socket until `app` returns false. `app` sees each event and
-/// may send; it is also called with `None` after every turn (to keep a bulk sender going).
-fn run_node(
-    mut t: Transport,
-    sock: UdpSocket,
-    mut app: impl FnMut(&mut Transport, Instant, Option<TransportEvent>) -> bool,
-) {
-    let mut buf = vec![0u8; 65536];
-    loop {
-        let now = Instant::now();
-        let mut go_on = app(&mut t, now, None);
-        while let Some(ev) = t.poll_event() {
-            go_on &= app(&mut t, now, Some(ev));
-        }
-        while let Some((to, data)) = t.poll_transmit() {
-            let _ = sock.send_to(&data, to);
-        }
-        if !go_on {
-            return;
-        }
-        let wait = t
-            .poll_timeout()
-            .map(|d| d.saturating_duration_since(Instant::now()))
-            .unwrap_or(Duration::from_millis(50))
-            .clamp(Duration::from_micros(50), Duration::from_millis(50));
-        let _ = sock.set_read_timeout(Some(wait));
-        let mut got_any = false;
-        while let Ok((n, from)) = sock.recv_from(&mut buf) {
-            got_any = true;
-            t.handle_datagram(Instant::now(), from, BytesMut::from(&buf[..n]));
-            let _ = sock.set_nonblocking(true);
-        }
-        let _ = sock.set_nonblocking(false);
-        if !got_any || t.poll_timeout().is_some_and(|d| d <= Instant::now()) {
-            t.handle_timeout(Instant::now());
-        }
-    }
-}
-
 struct Result2 {
     rtt_p50_us: f64,
     rtt_p99_us: f64,
@@ -129,116 +60,121 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((q * sorted.len() as f64) as usize).min(sorted.len() - 1)]
 }
 
+/// Runs `f` on a glommio executor pinned to `cpu`, in a thread of its own.
+fn on_core<T: Send + 'static>(
+    cpu: usize,
+    f: impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = T>>> + Send + 'static,
+) -> std::thread::JoinHandle<Result<T, String>> {
+    std::thread::spawn(move || {
+        glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpu))
+            .make()
+            .map_err(|e| format!("executor on cpu {cpu}: {e}"))
+            .map(|ex| ex.run(f()))
+    })
+}
+
+/// Waits for the next message on `link`; a lost connection is an error.
+async fn next_message(link: &ClusterLink) -> Result<Bytes, String> {
+    loop {
+        match link.next_event().await {
+            Some(TransportEvent::Message { body, .. }) => return Ok(body),
+            Some(TransportEvent::Disconnected { reason, .. }) => return Err(reason),
+            Some(TransportEvent::Connected { .. }) => {}
+            None => return Err("link closed".into()),
+        }
+    }
+}
+
 fn quic(args: &Args, cpus: (usize, usize)) -> Result<Result2, String> {
     let ca = DevCa::new("transport bench").map_err(|e| e.to_string())?;
-    let (sa, sb) = (
-        udp_socket().map_err(|e| e.to_string())?,
-        udp_socket().map_err(|e| e.to_string())?,
+    let (c1, c2) = (
+        ca.issue(1).map_err(|e| e.to_string())?,
+        ca.issue(2).map_err(|e| e.to_string())?,
     );
-    let (aa, ab): (SocketAddr, SocketAddr) = (
-        sa.local_addr().map_err(|e| e.to_string())?,
-        sb.local_addr().map_err(|e| e.to_string())?,
-    );
-    let mut ta = Transport::new(1, &ca.issue(1).map_err(|e| e.to_string())?, None)
-        .map_err(|e| e.to_string())?;
-    let mut tb = Transport::new(2, &ca.issue(2).map_err(|e| e.to_string())?, None)
-        .map_err(|e| e.to_string())?;
-    ta.add_peer(2, ab);
-    tb.add_peer(1, aa);
     let (rounds, bulk_bytes) = (args.rounds, args.bulk_mib * BULK_MESSAGE_BYTES);
+    let (addr2_tx, addr2_rx) = mpsc::channel::<SocketAddr>();
+    let (addr1_tx, addr1_rx) = mpsc::channel::<SocketAddr>();
+    let any: SocketAddr = "127.0.0.1:0".parse().map_err(|_| "address")?;
 
-    // Node 2 echoes small messages and reports bulk completion with a 1-byte message.
-    let echo = std::thread::spawn(move || {
-        pin(cpus.1);
-        let mut bulk_got = 0usize;
-        run_node(tb, sb, move |t, now, ev| {
-            if let Some(TransportEvent::Message { body, .. }) = &ev {
-                let body = body.clone();
-                if body.len() == SMALL_BYTES {
-                    let _ = t.send(now, 1, body);
-                } else if body.len() == 1 {
-                    return false; // the end
-                } else {
-                    bulk_got += body.len();
-                    if bulk_got >= bulk_bytes {
-                        let _ = t.send(now, 1, Bytes::from_static(b"D"));
+    // Node 2 echoes small messages and answers a 1-byte message once the bulk has arrived.
+    let echo = on_core(cpus.1, move || {
+        Box::pin(async move {
+            let link = ClusterLink::bind(2, &c2, any).map_err(|e| e.to_string())?;
+            addr2_tx
+                .send(link.local_addr().map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+            let addr1 = addr1_rx
+                .recv_timeout(Duration::from_secs(10))
+                .map_err(|e| e.to_string())?;
+            link.add_peer(1, addr1);
+            let mut bulk_got = 0usize;
+            while let Some(ev) = link.next_event().await {
+                match ev {
+                    TransportEvent::Message { body, .. } if body.len() == SMALL_BYTES => {
+                        let _ = link.send(1, body);
                     }
-                }
-            }
-            if let Some(TransportEvent::Disconnected { .. }) = ev {
-                return false;
-            }
-            true
-        });
-    });
-
-    pin(cpus.0);
-    let mut rtts = Vec::with_capacity(rounds);
-    let mut sent_at = Instant::now();
-    let mut done_rounds = 0usize;
-    let mut bulk_started: Option<Instant> = None;
-    let mut bulk_sent = 0usize;
-    let mut bulk_secs = 0.0;
-    let big = Bytes::from(vec![7u8; BULK_MESSAGE_BYTES]);
-    let small = Bytes::from(vec![1u8; SMALL_BYTES]);
-    let mut started = false;
-    run_node(ta, sa, |t, now, ev| {
-        if !started {
-            started = true;
-            sent_at = now;
-            let _ = t.send(now, 2, small.clone());
-        }
-        match ev {
-            Some(TransportEvent::Message { body, .. }) if body.len() == SMALL_BYTES => {
-                if done_rounds >= WARMUP_ROUNDS {
-                    rtts.push(sent_at.elapsed().as_secs_f64() * 1e6);
-                }
-                done_rounds += 1;
-                if done_rounds < rounds + WARMUP_ROUNDS {
-                    sent_at = Instant::now();
-                    let _ = t.send(sent_at, 2, small.clone());
-                } else {
-                    bulk_started = Some(Instant::now());
-                }
-            }
-            Some(TransportEvent::Message { body, .. }) if body.len() == 1 => {
-                bulk_secs = bulk_started.map_or(0.0, |s| s.elapsed().as_secs_f64());
-                let _ = t.send(now, 2, Bytes::from_static(b"E"));
-                // Let the end message go out before stopping.
-                return false;
-            }
-            Some(TransportEvent::Disconnected { reason, .. }) => {
-                eprintln!("quic: disconnected: {reason}");
-                return false;
-            }
-            _ => {}
-        }
-        if bulk_started.is_some() {
-            while bulk_sent < bulk_bytes {
-                match t.send(now, 2, big.clone()) {
-                    Ok(()) => bulk_sent += BULK_MESSAGE_BYTES,
-                    Err(SendError::Full(_)) => break,
-                    Err(e) => {
-                        eprintln!("quic: send: {e:?}");
-                        return false;
+                    TransportEvent::Message { body, .. } if body.len() > 1 => {
+                        bulk_got += body.len();
+                        if bulk_got >= bulk_bytes {
+                            let _ = link.send(1, Bytes::from_static(b"D"));
+                        }
                     }
+                    TransportEvent::Message { .. } | TransportEvent::Disconnected { .. } => break,
+                    TransportEvent::Connected { .. } => {}
                 }
             }
-        }
-        true
+            link.close(Duration::from_millis(200)).await;
+            Ok::<(), String>(())
+        })
     });
-    // Flush the end message: a few more turns are not needed for the numbers; node 2 stops
-    // on it or on its idle timeout.
+    let addr2 = addr2_rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|e| e.to_string())?;
+    let driver = on_core(cpus.0, move || {
+        Box::pin(async move {
+            let link = ClusterLink::bind(1, &c1, any).map_err(|e| e.to_string())?;
+            link.add_peer(2, addr2);
+            addr1_tx
+                .send(link.local_addr().map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+            let small = Bytes::from(vec![1u8; SMALL_BYTES]);
+            let mut rtts = Vec::with_capacity(rounds);
+            for i in 0..rounds + WARMUP_ROUNDS {
+                let sent = Instant::now();
+                link.send(2, small.clone()).map_err(|e| format!("{e:?}"))?;
+                next_message(&link).await?;
+                if i >= WARMUP_ROUNDS {
+                    rtts.push(sent.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+            let big = Bytes::from(vec![7u8; BULK_MESSAGE_BYTES]);
+            let started = Instant::now();
+            let mut sent = 0usize;
+            while sent < bulk_bytes {
+                match link.send(2, big.clone()) {
+                    Ok(()) => sent += BULK_MESSAGE_BYTES,
+                    // Wait for QUIC to take some (the queue drains as acks come back).
+                    Err(SendError::Full(_)) => {
+                        glommio::timer::sleep(Duration::from_micros(200)).await
+                    }
+                    Err(e) => return Err(format!("{e:?}")),
+                }
+            }
+            next_message(&link).await?;
+            let secs = started.elapsed().as_secs_f64();
+            let _ = link.send(2, Bytes::from_static(b"E"));
+            link.close(Duration::from_millis(200)).await;
+            rtts.sort_by(f64::total_cmp);
+            Ok(Result2 {
+                rtt_p50_us: percentile(&rtts, 0.5),
+                rtt_p99_us: percentile(&rtts, 0.99),
+                bulk_mb_s: bulk_bytes as f64 / secs / 1e6,
+            })
+        })
+    });
+    let result = driver.join().map_err(|_| "node 1 panicked")??;
     let _ = echo.join();
-    if rtts.is_empty() || bulk_secs == 0.0 {
-        return Err("the QUIC run did not finish".into());
-    }
-    rtts.sort_by(f64::total_cmp);
-    Ok(Result2 {
-        rtt_p50_us: percentile(&rtts, 0.5),
-        rtt_p99_us: percentile(&rtts, 0.99),
-        bulk_mb_s: bulk_bytes as f64 / bulk_secs / 1e6,
-    })
+    result
 }
 
 fn read_frame(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
