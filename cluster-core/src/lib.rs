@@ -13,6 +13,7 @@
 //!   surface (durable store, messages out, committed entries in order).
 //! - [`transport`]: node-to-node messages over QUIC (quinn-proto) with mutual TLS, driven by
 //!   datagrams and time; `transport::certs` makes a development CA and node certificates.
+//! - [`messages`]: what travels between nodes (a channel byte, then raft's or our encoding).
 //! - [`limits`]: the cluster's bounds, with reasons.
 //!
 //! Arrows: `controller` -> `placement` -> `image` -> `records`; `quorum` stands alone (it
@@ -24,6 +25,7 @@ pub mod controller;
 pub mod file_store;
 pub mod image;
 pub mod limits;
+pub mod messages;
 pub mod placement;
 pub mod quorum;
 pub mod records;

@@ -17,11 +17,16 @@ pub const CLUSTER_PEER_QUEUE_MAX_BYTES: usize = 4 * CLUSTER_MESSAGE_MAX_BYTES;
 pub const CLUSTER_CONNECTIONS_MAX: usize = 1024;
 
 /// A connection that carried nothing (not even QUIC's keep-alives) for this long is closed.
-/// Three times the keep-alive interval below, so one lost keep-alive does not drop a peer.
-pub const CLUSTER_IDLE_TIMEOUT_MS: u64 = 3_000;
+/// Liveness is not the transport's call (the controller fences a broker after
+/// `broker.session.timeout.ms`, raft elects after its election timeout): this only reclaims
+/// dead connections. It must stay well above QUIC's probe timeout after backoff: at 3 s, a
+/// connection under 10% loss and 3 ms of reordering (in the simulation) backed its probe timer
+/// off past the idle timeout and died with 2.8 MB queued. A restarted peer resets stale
+/// connections at once (stable stateless-reset key), so a long timeout costs nothing there.
+pub const CLUSTER_IDLE_TIMEOUT_MS: u64 = 15_000;
 
-/// How often an idle connection sends a keep-alive; also how quickly a dead peer is noticed
-/// (with `CLUSTER_IDLE_TIMEOUT_MS`), well inside `broker.session.timeout.ms` (9 s).
+/// How often an idle connection sends a keep-alive (so NAT and firewall state stay, and the
+/// idle timeout only closes connections whose peer is gone).
 pub const CLUSTER_KEEP_ALIVE_MS: u64 = 1_000;
 
 /// QUIC flow-control window per stream and per connection: a peer may have this much in
@@ -29,9 +34,11 @@ pub const CLUSTER_KEEP_ALIVE_MS: u64 = 1_000;
 /// at 5 ms, and bounds what one peer can make us buffer.
 pub const CLUSTER_RECEIVE_WINDOW_BYTES: u32 = 8 << 20;
 
-/// Largest UDP payload path-MTU discovery tries. Per-datagram costs (a syscall, a packet's
-/// encryption and bookkeeping) dominate QUIC's bulk throughput without segmentation offload,
-/// so bigger datagrams where the path allows: 9,000-byte jumbo frames in data centres, 64 KiB
-/// on loopback. On a 1,500-byte network the probes fail and it stays at 1,452. Measured on
-/// loopback (`strand-transport-bench`): 177 MB/s at quinn's default 1,452 bytes.
-pub const CLUSTER_MTU_UPPER_BOUND_BYTES: u16 = 65_527;
+/// Largest UDP payload path-MTU discovery tries (and that we accept). Per-datagram costs (a
+/// syscall, a packet's encryption and bookkeeping) dominate QUIC's bulk throughput without
+/// segmentation offload, so bigger datagrams where the path allows: 9,000-byte jumbo frames
+/// in data centres, up to 64 KiB on loopback; on a 1,500-byte network the probes fail and it
+/// stays at 1,452. Measured on loopback (`strand-transport-bench`): 177 MB/s at quinn's
+/// default 1,452 bytes; 1.1-1.3 GB/s at 16 KiB and the same at 64 KiB, so 16 KiB (smaller
+/// buffers per datagram).
+pub const CLUSTER_MTU_UPPER_BOUND_BYTES: u16 = 16_384;

@@ -10,7 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -25,8 +25,13 @@ use strand_cluster_core::transport::{SendError, Transport, TransportEvent};
 const DATAGRAM_MAX_BYTES: usize = 65_536;
 
 struct Inner {
+    me: NodeId,
     transport: RefCell<Transport>,
-    socket: UdpSocket,
+    /// The bound address (the socket itself belongs to the two tasks, so it closes, and the
+    /// port is free again, as soon as they end).
+    local: SocketAddr,
+    /// The receiver and the pump, awaited by `close`.
+    tasks: RefCell<Vec<glommio::Task<()>>>,
     /// Something for the pump: a datagram arrived, a message was queued, the link closes.
     kick: Event,
     events: RefCell<VecDeque<TransportEvent>>,
@@ -38,6 +43,12 @@ struct Inner {
 #[derive(Clone)]
 pub struct ClusterLink {
     inner: Rc<Inner>,
+}
+
+fn std_socket_local(socket: &UdpSocket) -> io::Result<SocketAddr> {
+    socket
+        .local_addr()
+        .map_err(|e| io::Error::other(format!("cluster listener address: {e}")))
 }
 
 fn set_int_opt(fd: i32, level: i32, opt: i32, val: i32) {
@@ -62,7 +73,15 @@ impl ClusterLink {
         listen: SocketAddr,
     ) -> io::Result<ClusterLink> {
         let transport = Transport::new(me, creds, None)?;
-        let socket = UdpSocket::bind(listen)?;
+        // std's bind, not glommio's: glommio sets SO_REUSEPORT, so a second process (or a
+        // stale socket) on the same port would silently take half the peers' datagrams.
+        // Here a port in use is an error.
+        let std_socket = std::net::UdpSocket::bind(listen)
+            .map_err(|e| io::Error::new(e.kind(), format!("cluster listener {listen}: {e}")))?;
+        std_socket.set_nonblocking(true)?;
+        // SAFETY: the fd comes from a socket we own and give up here (into_raw_fd).
+        let socket = unsafe { UdpSocket::from_raw_fd(std_socket.into_raw_fd()) };
+        let local = std_socket_local(&socket)?;
         let fd = socket.as_raw_fd();
         // Room for a flow-control window of datagrams; never fragment (QUIC's MTU discovery).
         set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
@@ -74,24 +93,25 @@ impl ClusterLink {
         };
         set_int_opt(fd, level, opt, libc::IP_PMTUDISC_DO);
         let inner = Rc::new(Inner {
+            me,
             transport: RefCell::new(transport),
-            socket,
+            local,
+            tasks: RefCell::new(Vec::new()),
             kick: Event::new(),
             events: RefCell::new(VecDeque::new()),
             event_ready: Event::new(),
             closed: Cell::new(false),
         });
-        glommio::spawn_local(receive(Rc::clone(&inner))).detach();
-        glommio::spawn_local(pump(Rc::clone(&inner))).detach();
+        let socket = Rc::new(socket);
+        let receiver = glommio::spawn_local(receive(Rc::clone(&inner), Rc::clone(&socket)));
+        let pumper = glommio::spawn_local(pump(Rc::clone(&inner), socket));
+        inner.tasks.borrow_mut().extend([receiver, pumper]);
         Ok(ClusterLink { inner })
     }
 
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner
-            .socket
-            .local_addr()
-            .map_err(|e| io::Error::other(e.to_string()))
+        Ok(self.inner.local)
     }
 
     /// Where `node` is reached.
@@ -140,14 +160,29 @@ impl ClusterLink {
         self.inner.closed.set(true);
         self.inner.kick.notify(usize::MAX);
         self.inner.event_ready.notify(usize::MAX);
+        // Wake the receiver out of its wait (it then sees `closed` and drops its share of the
+        // socket): an empty datagram to ourselves.
+        if let Ok(mut me) = self.local_addr() {
+            if me.ip().is_unspecified() {
+                me.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            if let Ok(waker) = std::net::UdpSocket::bind((me.ip(), 0)) {
+                let _ = waker.send_to(&[], me);
+            }
+        }
+        let tasks: Vec<_> = self.inner.tasks.borrow_mut().drain(..).collect();
+        for t in tasks {
+            t.await;
+        }
     }
 }
 
 /// Reads datagrams into the transport until the link closes.
-async fn receive(inner: Rc<Inner>) {
+async fn receive(inner: Rc<Inner>, socket: Rc<UdpSocket>) {
     let mut buf = vec![0u8; DATAGRAM_MAX_BYTES];
     while !inner.closed.get() {
-        match inner.socket.recv_from(&mut buf).await {
+        match socket.recv_from(&mut buf).await {
+            Ok((0, _)) => {} // the wake-up from `close` (QUIC never sends empty datagrams)
             Ok((n, from)) => {
                 inner.transport.borrow_mut().handle_datagram(
                     Instant::now(),
@@ -165,20 +200,28 @@ async fn receive(inner: Rc<Inner>) {
 }
 
 /// Sends, delivers events and fires timers until the link closes.
-async fn pump(inner: Rc<Inner>) {
+async fn pump(inner: Rc<Inner>, socket: Rc<UdpSocket>) {
     loop {
         let listener = inner.kick.listen();
         loop {
             let next = inner.transport.borrow_mut().poll_transmit();
             let Some((to, data)) = next else { break };
-            if let Err(e) = inner.socket.send_to(&data, to).await {
+            if let Err(e) = socket.send_to(&data, to).await {
                 tracing::debug!(error = %e, peer = %to, "cluster socket send");
             }
         }
         let mut delivered = false;
         while let Some(ev) = inner.transport.borrow_mut().poll_event() {
+            if let TransportEvent::Connected { node, outgoing } = &ev {
+                tracing::debug!(
+                    node = inner.me,
+                    peer = node,
+                    outgoing,
+                    "cluster connection up"
+                );
+            }
             if let TransportEvent::Disconnected { node, reason, .. } = &ev {
-                tracing::info!(peer = ?node, %reason, "cluster connection ended");
+                tracing::info!(node = inner.me, peer = ?node, %reason, "cluster connection ended");
             }
             inner.events.borrow_mut().push_back(ev);
             delivered = true;

@@ -3,8 +3,11 @@
 //!
 //! - [`link`]: one node's cluster transport — a UDP socket on the shard's reactor feeding
 //!   `cluster_core::transport::Transport` (QUIC + mutual TLS) and sending what it hands out.
+//! - [`quorum_driver`]: one voter of the metadata quorum (raft-rs over the link, its log in a
+//!   `FileStore`), on a controller executor of its own.
 //!
 //! Arrows: `cluster` imports `strand-cluster-core`, `limits` and `runtime`; nothing in the
 //! broker imports `cluster` yet (the quorum driver and routing come next, #17).
 
 pub mod link;
+pub mod quorum_driver;

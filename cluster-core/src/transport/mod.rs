@@ -101,6 +101,8 @@ struct Conn {
     decoder: FrameDecoder,
     /// The loss was reported (once).
     reported: bool,
+    /// Dialled: the handshake completed (we may open our stream).
+    connected: bool,
 }
 
 /// One node's end of the cluster transport.
@@ -148,7 +150,13 @@ impl Transport {
         rng_seed: Option<[u8; 32]>,
     ) -> std::io::Result<Transport> {
         let tls = tls::configs(creds, Arc::new(transport_config()))?;
-        let mut endpoint_config = EndpointConfig::default();
+        // The stateless-reset key: stable across restarts (derived from the node's private
+        // key), so a restarted node answers its peers' packets for the old incarnation's
+        // connections with a reset they accept, and they redial at once instead of sending
+        // into a dead connection until the idle timeout.
+        let digest = ring::digest::digest(&ring::digest::SHA256, creds.key_pem.as_bytes());
+        let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, digest.as_ref());
+        let mut endpoint_config = EndpointConfig::new(Arc::new(reset_key));
         endpoint_config.rng_seed(rng_seed);
         endpoint_config
             .max_udp_payload_size(CLUSTER_MTU_UPPER_BOUND_BYTES)
@@ -225,6 +233,7 @@ impl Transport {
                 queued_bytes,
                 decoder: FrameDecoder::default(),
                 reported: false,
+                connected: false,
             },
         );
         self.outgoing.insert(node, ch);
@@ -260,6 +269,7 @@ impl Transport {
                                     queued_bytes: 0,
                                     decoder: FrameDecoder::default(),
                                     reported: false,
+                                    connected: false,
                                 },
                             );
                         }
@@ -423,7 +433,7 @@ fn on_event(now: Instant, c: &mut Conn, ev: Event, events: &mut VecDeque<Transpo
     match ev {
         Event::Connected => {
             if let Some(node) = c.dialled {
-                c.stream = c.conn.streams().open(Dir::Uni);
+                c.connected = true;
                 events.push_back(TransportEvent::Connected {
                     node,
                     outgoing: true,
@@ -530,10 +540,15 @@ fn peer_is(c: &Conn, node: NodeId) -> bool {
 
 /// Moves queued frames into the dialled connection's stream, as far as flow control allows.
 fn flush(c: &mut Conn) {
-    let Some(id) = c.stream else { return };
-    if c.dialled.is_none() || c.queue.is_empty() {
+    if c.dialled.is_none() || !c.connected || c.queue.is_empty() {
         return;
     }
+    if c.stream.is_none() {
+        // The peer's stream credit can arrive after `Connected` (its transport parameters
+        // or MAX_STREAMS in a later packet when the first was lost): open when it is there.
+        c.stream = c.conn.streams().open(Dir::Uni);
+    }
+    let Some(id) = c.stream else { return };
     let chunks = c.queue.make_contiguous();
     // An error is Blocked (`Writable` comes later) or a closed stream (`ConnectionLost`
     // follows); either way nothing was taken.
