@@ -29,6 +29,7 @@ const LEAVES: &[&str] = &[
     "auto_create",
     "disk_space",
     "memory",
+    "cluster",
 ];
 const UPPER: &[&str] = &[
     "node",
