@@ -110,7 +110,10 @@ fn inject_torn_write(dir: &Path, rng: &mut impl Rng) {
     .expect("segment name");
     let (seg, _) = strand_broker::storage::recovery::scan_segment(&last, base, 4096).expect("scan");
     let torn = crash_batch(rng.gen());
-    let cut = rng.gen_range(1..torn.len());
+    // At least through the batch length field (bytes 8..12, never zero): the first 8 bytes
+    // are a zero base offset, and a cut inside them wrote zeros over zeros — a torn write
+    // nobody could see (one CI run failed "every injected torn write must be truncated" so).
+    let cut = rng.gen_range(12..torn.len());
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(&last)

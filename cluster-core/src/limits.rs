@@ -16,6 +16,16 @@ pub const CLUSTER_PEER_QUEUE_MAX_BYTES: usize = 4 * CLUSTER_MESSAGE_MAX_BYTES;
 /// costs a handshake's state until it is refused.
 pub const CLUSTER_CONNECTIONS_MAX: usize = 1024;
 
+/// An accepted connection must name its node (the hello) within this long, or it is closed:
+/// a peer that completes the handshake and then says nothing would otherwise hold a slot for
+/// as long as it answers keep-alives.
+pub const CLUSTER_HELLO_DEADLINE_MS: u64 = 5_000;
+
+/// Accepted connections that have not yet named their node. Past it new ones are refused, so
+/// a flood of handshakes cannot crowd out identified peers (new connections from a spoofed
+/// address are stopped earlier, by a Retry).
+pub const CLUSTER_UNIDENTIFIED_CONNECTIONS_MAX: usize = 64;
+
 /// A connection that carried nothing (not even QUIC's keep-alives) for this long is closed.
 /// Liveness is not the transport's call (the controller fences a broker after
 /// `broker.session.timeout.ms`, raft elects after its election timeout): this only reclaims

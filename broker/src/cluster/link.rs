@@ -30,6 +30,8 @@ struct Inner {
     /// The bound address (the socket itself belongs to the two tasks, so it closes, and the
     /// port is free again, as soon as they end).
     local: SocketAddr,
+    /// The socket's fd, for `close` to shut its reading side while the tasks still hold it.
+    fd: i32,
     /// The receiver and the pump, awaited by `close`.
     tasks: RefCell<Vec<glommio::Task<()>>>,
     /// Something for the pump: a datagram arrived, a message was queued, the link closes.
@@ -96,6 +98,7 @@ impl ClusterLink {
             me,
             transport: RefCell::new(transport),
             local,
+            fd,
             tasks: RefCell::new(Vec::new()),
             kick: Event::new(),
             events: RefCell::new(VecDeque::new()),
@@ -121,6 +124,9 @@ impl ClusterLink {
 
     /// Queues `body` for `node` (at most once, in order; see `Transport`).
     pub fn send(&self, node: NodeId, body: Bytes) -> Result<(), SendError> {
+        if self.inner.closed.get() {
+            return Err(SendError::Closed);
+        }
         let r = self
             .inner
             .transport
@@ -157,22 +163,31 @@ impl ClusterLink {
         while !self.inner.transport.borrow().is_idle() && Instant::now() < deadline {
             glommio::timer::sleep(Duration::from_millis(5)).await;
         }
-        self.inner.closed.set(true);
+        if self.inner.closed.replace(true) {
+            return; // closed already (or being closed by another caller)
+        }
+        // Wake the receiver out of its wait: on Linux, shutting a UDP socket's reading side
+        // ends a pending receive with 0 bytes; it then sees `closed` and drops its share of
+        // the socket. Done before any await, while both tasks (and so the fd) are alive.
+        // SAFETY: shutdown(2) on the fd that the tasks' socket owns.
+        unsafe {
+            libc::shutdown(self.inner.fd, libc::SHUT_RD);
+        }
         self.inner.kick.notify(usize::MAX);
         self.inner.event_ready.notify(usize::MAX);
-        // Wake the receiver out of its wait (it then sees `closed` and drops its share of the
-        // socket): an empty datagram to ourselves.
-        if let Ok(mut me) = self.local_addr() {
-            if me.ip().is_unspecified() {
-                me.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-            }
-            if let Ok(waker) = std::net::UdpSocket::bind((me.ip(), 0)) {
-                let _ = waker.send_to(&[], me);
-            }
-        }
         let tasks: Vec<_> = self.inner.tasks.borrow_mut().drain(..).collect();
         for t in tasks {
-            t.await;
+            let ended = glommio::timer::timeout(Duration::from_secs(1), async {
+                t.await;
+                Ok(())
+            })
+            .await;
+            if ended.is_err() {
+                tracing::warn!(
+                    node = self.inner.me,
+                    "cluster link task did not end within 1 s"
+                );
+            }
         }
     }
 }
@@ -182,7 +197,7 @@ async fn receive(inner: Rc<Inner>, socket: Rc<UdpSocket>) {
     let mut buf = vec![0u8; DATAGRAM_MAX_BYTES];
     while !inner.closed.get() {
         match socket.recv_from(&mut buf).await {
-            Ok((0, _)) => {} // the wake-up from `close` (QUIC never sends empty datagrams)
+            Ok((0, _)) => {} // `close` shut the socket (QUIC never sends empty datagrams)
             Ok((n, from)) => {
                 inner.transport.borrow_mut().handle_datagram(
                     Instant::now(),
@@ -194,6 +209,8 @@ async fn receive(inner: Rc<Inner>, socket: Rc<UdpSocket>) {
             Err(e) => {
                 // ICMP errors surface here on Linux (a peer's port closed): not fatal.
                 tracing::debug!(error = %e, "cluster socket receive");
+                // A pause, so a persistent error cannot spin the executor.
+                glommio::timer::sleep(Duration::from_millis(1)).await;
             }
         }
     }

@@ -49,6 +49,22 @@ pub struct Leader {
     pub term: u64,
 }
 
+/// Largest proposal: an entry travels in one cluster message (raft's append), with room for
+/// the message's own fields. A larger one could never be replicated and would stall the log.
+pub const PROPOSAL_MAX_BYTES: usize =
+    strand_cluster_core::limits::CLUSTER_MESSAGE_MAX_BYTES - (64 << 10);
+
+/// Why a proposal was not appended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProposeError {
+    /// This voter does not lead; the leader it knows of, if any.
+    NotLeader(Option<NodeId>),
+    /// Above `PROPOSAL_MAX_BYTES`.
+    TooLarge(usize),
+    /// The voter has stopped.
+    Stopped,
+}
+
 /// How to start a voter.
 pub struct VoterSpec {
     pub me: NodeId,
@@ -145,12 +161,22 @@ impl QuorumVoter {
 
     /// Appends `data` to the quorum's log, on the leader; it comes back through
     /// [`QuorumVoter::next_committed`] on every voter once committed.
-    pub fn propose(&self, data: Vec<u8>) -> Result<(), NotLeader> {
-        let r = self.inner.quorum.borrow_mut().propose(data);
-        if r.is_ok() {
-            drive(&self.inner);
+    pub fn propose(&self, data: Vec<u8>) -> Result<(), ProposeError> {
+        if self.inner.stopped.get() {
+            return Err(ProposeError::Stopped);
         }
-        r
+        if data.len() > PROPOSAL_MAX_BYTES {
+            return Err(ProposeError::TooLarge(data.len()));
+        }
+        self.inner
+            .quorum
+            .borrow_mut()
+            .propose(data)
+            .map_err(|NotLeader { leader_id }| {
+                ProposeError::NotLeader(messages::node_of(leader_id))
+            })?;
+        drive(&self.inner);
+        Ok(())
     }
 
     /// The next committed entry or snapshot; `None` once the voter has stopped.
@@ -211,8 +237,17 @@ async fn receiver(inner: Rc<Inner>) {
             TransportEvent::Message { from, body } => {
                 let stepped =
                     messages::channel_of(&body).and_then(|(channel, rest)| match channel {
-                        Channel::Quorum => messages::decode_quorum(rest)
-                            .and_then(|msg| inner.quorum.borrow_mut().step(msg)),
+                        Channel::Quorum => messages::decode_quorum(rest).and_then(|msg| {
+                            // raft-rs trusts `msg.from`; the transport has authenticated `from`.
+                            // A voter speaking for another (a forged vote or append ack) is refused.
+                            if msg.from != messages::raft_id(from) {
+                                return Err(format!(
+                                    "node {from} sent a quorum message as raft id {}",
+                                    msg.from
+                                ));
+                            }
+                            inner.quorum.borrow_mut().step(msg)
+                        }),
                     });
                 if let Err(why) = stepped {
                     tracing::warn!(node = inner.me, peer = from, %why, "quorum message refused");
@@ -243,9 +278,13 @@ fn drive(inner: &Inner) {
     let out = match polled {
         Ok(out) => out,
         Err(why) => {
-            tracing::error!(%why, "metadata quorum voter stopped");
+            tracing::error!(node = inner.me, %why, "metadata quorum voter stopped");
             inner.stopped.set(true);
             inner.changed.notify(usize::MAX);
+            // Nobody reads the link any more: close it so peers' messages are not queued.
+            let link = inner.link.clone();
+            glommio::spawn_local(async move { link.close(Duration::from_millis(100)).await })
+                .detach();
             return;
         }
     };

@@ -11,6 +11,8 @@ use crate::records::NodeId;
 const HELLO_MAGIC: [u8; 4] = *b"STRC";
 const HELLO_VERSION: u8 = 1;
 const HELLO_BYTES: usize = 4 + 1 + 4;
+/// A hello frame with its length prefix.
+pub const HELLO_FRAME_BYTES: usize = 4 + HELLO_BYTES;
 
 /// Why a stream's bytes are refused (the connection is then closed).
 #[derive(Debug, PartialEq, Eq)]
@@ -72,9 +74,27 @@ impl Default for FrameDecoder {
 }
 
 impl FrameDecoder {
+    /// Bytes buffered and not yet handed out.
+    pub fn buffered(&mut self) -> usize {
+        self.reader.buffer().len()
+    }
+
     /// Adds bytes read from the stream.
     pub fn push(&mut self, chunk: &[u8]) {
         self.reader.buffer().extend_from_slice(chunk);
+    }
+
+    /// The hello, once it is buffered whole. A first frame announcing any other length is
+    /// refused at once (before a garbage length makes us wait for, or reserve, megabytes).
+    pub fn next_hello(&mut self) -> Result<Option<NodeId>, FrameError> {
+        let buf = self.reader.buffer();
+        if buf.len() >= 4 && buf[..4] != header(HELLO_BYTES) {
+            return Err(FrameError::BadHello);
+        }
+        match self.next_frame()? {
+            Some(body) => parse_hello(&body).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The next complete frame's body, if one is buffered.
@@ -117,6 +137,18 @@ mod tests {
         let mut d = FrameDecoder::default();
         d.push(&[0xff, 0xff, 0xff, 0xff, 1, 2]);
         assert!(matches!(d.next_frame(), Err(FrameError::BadLength(_))));
+        let mut d = FrameDecoder::default();
+        d.push(&header(16 << 20));
+        assert_eq!(
+            d.next_hello(),
+            Err(FrameError::BadHello),
+            "no 16 MiB wait for a hello"
+        );
+        let mut d = FrameDecoder::default();
+        d.push(&hello(5)[..6]);
+        assert_eq!(d.next_hello(), Ok(None));
+        d.push(&hello(5)[6..]);
+        assert_eq!(d.next_hello(), Ok(Some(5)));
         assert_eq!(parse_hello(b"HTTP/1.1 200"), Err(FrameError::BadHello));
     }
 }

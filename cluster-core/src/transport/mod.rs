@@ -42,9 +42,10 @@ use quinn_proto::{
 };
 
 use crate::limits::{
-    CLUSTER_CONNECTIONS_MAX, CLUSTER_IDLE_TIMEOUT_MS, CLUSTER_KEEP_ALIVE_MS,
-    CLUSTER_MESSAGE_MAX_BYTES, CLUSTER_MTU_UPPER_BOUND_BYTES, CLUSTER_PEER_QUEUE_MAX_BYTES,
-    CLUSTER_RECEIVE_WINDOW_BYTES,
+    CLUSTER_CONNECTIONS_MAX, CLUSTER_HELLO_DEADLINE_MS, CLUSTER_IDLE_TIMEOUT_MS,
+    CLUSTER_KEEP_ALIVE_MS, CLUSTER_MESSAGE_MAX_BYTES, CLUSTER_MTU_UPPER_BOUND_BYTES,
+    CLUSTER_PEER_QUEUE_MAX_BYTES, CLUSTER_RECEIVE_WINDOW_BYTES,
+    CLUSTER_UNIDENTIFIED_CONNECTIONS_MAX,
 };
 use crate::records::NodeId;
 use frame::FrameDecoder;
@@ -83,10 +84,15 @@ pub enum SendError {
     Full(NodeId),
     /// QUIC refused to open the connection (e.g. an unusable address).
     Connect(String),
+    /// The node's link is closed.
+    Closed,
 }
 
 struct Conn {
     conn: quinn_proto::Connection,
+    /// Accepted: when the peer's hello must have arrived (until then it holds one of the
+    /// `CLUSTER_UNIDENTIFIED_CONNECTIONS_MAX` slots). `None` once it did, and when dialled.
+    hello_due: Option<Instant>,
     /// `Some(node)` when we dialled `node`; `None` for an accepted connection.
     dialled: Option<NodeId>,
     /// Who is at the other end, once known (dialled: from the start; accepted: after a hello
@@ -127,6 +133,8 @@ pub fn transport_config() -> quinn_proto::TransportConfig {
         .send_window(u64::from(CLUSTER_RECEIVE_WINDOW_BYTES))
         .max_concurrent_uni_streams(VarInt::from_u32(1))
         .max_concurrent_bidi_streams(VarInt::from_u32(0))
+        // Unreliable QUIC datagrams are not used: refuse them rather than buffer them.
+        .datagram_receive_buffer_size(None)
         .mtu_discovery_config(Some({
             let mut mtud = quinn_proto::MtuDiscoveryConfig::default();
             mtud.upper_bound(CLUSTER_MTU_UPPER_BOUND_BYTES);
@@ -226,6 +234,7 @@ impl Transport {
             ch,
             Conn {
                 conn,
+                hello_due: None,
                 dialled: Some(node),
                 peer: Some(node),
                 stream: None,
@@ -251,7 +260,23 @@ impl Transport {
                 }
             }
             Some(DatagramEvent::NewConnection(incoming)) => {
-                if self.conns.len() >= CLUSTER_CONNECTIONS_MAX {
+                let unidentified = self
+                    .conns
+                    .values()
+                    .filter(|c| c.dialled.is_none() && c.peer.is_none())
+                    .count();
+                if !incoming.remote_address_validated() && incoming.may_retry() {
+                    // A Retry first (one round trip): no state is kept for a source address
+                    // until it proves it receives what we send (spoofed floods cost nothing).
+                    match self.endpoint.retry(incoming, &mut buf) {
+                        Ok(t) => self
+                            .transmits
+                            .push_back((t.destination, Bytes::copy_from_slice(&buf[..t.size]))),
+                        Err(e) => self.endpoint.ignore(e.into_incoming()),
+                    }
+                } else if self.conns.len() >= CLUSTER_CONNECTIONS_MAX
+                    || unidentified >= CLUSTER_UNIDENTIFIED_CONNECTIONS_MAX
+                {
                     let t = self.endpoint.refuse(incoming, &mut buf);
                     self.transmits
                         .push_back((t.destination, Bytes::copy_from_slice(&buf[..t.size])));
@@ -262,6 +287,9 @@ impl Transport {
                                 ch,
                                 Conn {
                                     conn,
+                                    hello_due: Some(
+                                        now + Duration::from_millis(CLUSTER_HELLO_DEADLINE_MS),
+                                    ),
                                     dialled: None,
                                     peer: None,
                                     stream: None,
@@ -298,7 +326,8 @@ impl Transport {
     pub fn poll_timeout(&mut self) -> Option<Instant> {
         self.conns
             .values_mut()
-            .filter_map(|c| c.conn.poll_timeout())
+            .flat_map(|c| [c.conn.poll_timeout(), c.hello_due])
+            .flatten()
             .min()
     }
 
@@ -307,6 +336,11 @@ impl Transport {
         for c in self.conns.values_mut() {
             if c.conn.poll_timeout().is_some_and(|t| t <= now) {
                 c.conn.handle_timeout(now);
+            }
+            if c.hello_due.is_some_and(|t| t <= now) {
+                c.hello_due = None;
+                let why = format!("no hello within {CLUSTER_HELLO_DEADLINE_MS} ms");
+                close(c, now, CLOSE_PROTOCOL, why, &mut self.events);
             }
         }
         self.drive(now);
@@ -408,6 +442,7 @@ fn lost(c: &mut Conn, reason: String, events: &mut VecDeque<TransportEvent>) {
         return;
     }
     c.reported = true;
+    c.hello_due = None;
     c.queue.clear();
     c.queued_bytes = 0;
     events.push_back(TransportEvent::Disconnected {
@@ -460,70 +495,94 @@ fn on_event(now: Instant, c: &mut Conn, ev: Event, events: &mut VecDeque<Transpo
     }
 }
 
-/// Reads the accepted connection's stream: the hello first, then messages.
+/// Reads the accepted connection's stream: the hello first, then messages. Until the hello
+/// has been accepted, no more than the hello's own bytes are read, so a peer that has not
+/// named itself gets nothing buffered beyond them; a first frame that does not announce a
+/// hello's length is refused at once.
 fn read(now: Instant, c: &mut Conn, events: &mut VecDeque<TransportEvent>) {
     let Some(id) = c.stream else { return };
     if c.dialled.is_some() {
         return;
     }
-    let mut recv = c.conn.recv_stream(id);
-    let Ok(mut chunks) = recv.read(true) else {
-        return;
-    };
-    let mut ended = false;
     loop {
-        match chunks.next(usize::MAX) {
-            Ok(Some(chunk)) => c.decoder.push(&chunk.bytes),
-            Ok(None) => {
-                ended = true;
-                break;
-            }
-            Err(_) => break, // Blocked (nothing more now) or reset: the events say which.
-        }
-    }
-    let _ = chunks.finalize();
-    loop {
-        match c.decoder.next_frame() {
-            Ok(Some(body)) => match c.peer {
-                None => {
-                    let node = match frame::parse_hello(&body) {
-                        Ok(node) => node,
-                        Err(e) => {
-                            close(c, now, CLOSE_PROTOCOL, e.to_string(), events);
-                            return;
-                        }
-                    };
-                    if !peer_is(c, node) {
-                        let why = format!(
-                            "the peer says it is node {node}, its certificate is not for {}",
-                            tls::node_name(node)
-                        );
-                        close(c, now, CLOSE_IDENTITY, why, events);
-                        return;
-                    }
-                    c.peer = Some(node);
-                    events.push_back(TransportEvent::Connected {
-                        node,
-                        outgoing: false,
-                    });
-                }
-                Some(from) => events.push_back(TransportEvent::Message { from, body }),
-            },
-            Ok(None) => break,
-            Err(e) => {
-                close(
-                    c,
-                    now,
-                    CLOSE_PROTOCOL,
-                    format!("malformed cluster message: {e}"),
-                    events,
-                );
+        let identified = c.peer.is_some();
+        let mut ended = None;
+        {
+            let mut recv = c.conn.recv_stream(id);
+            let Ok(mut chunks) = recv.read(true) else {
                 return;
+            };
+            loop {
+                let max = if identified {
+                    usize::MAX
+                } else {
+                    frame::HELLO_FRAME_BYTES.saturating_sub(c.decoder.buffered())
+                };
+                if max == 0 {
+                    break;
+                }
+                match chunks.next(max) {
+                    Ok(Some(chunk)) => c.decoder.push(&chunk.bytes),
+                    Ok(None) => {
+                        ended = Some("stream ended".to_string());
+                        break;
+                    }
+                    Err(quinn_proto::ReadError::Blocked) => break,
+                    Err(quinn_proto::ReadError::Reset(code)) => {
+                        ended = Some(format!("stream reset by the peer (code {code})"));
+                        break;
+                    }
+                }
+            }
+            let _ = chunks.finalize();
+        }
+        if let Err((code, why)) = take_frames(c, events) {
+            close(c, now, code, why, events);
+            return;
+        }
+        if let Some(why) = ended {
+            close(c, now, CLOSE_PROTOCOL, why, events);
+            return;
+        }
+        if identified || c.peer.is_none() {
+            return;
+        }
+        // The hello was just accepted: read what followed it.
+    }
+}
+
+/// Hands out every complete frame buffered on an accepted connection; the first must be a
+/// hello from a node the certificate is issued for. `Err` carries the close code and reason.
+fn take_frames(c: &mut Conn, events: &mut VecDeque<TransportEvent>) -> Result<(), (u32, String)> {
+    loop {
+        let Some(from) = c.peer else {
+            let node = match c.decoder.next_hello() {
+                Ok(Some(node)) => node,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err((CLOSE_PROTOCOL, e.to_string())),
+            };
+            if !peer_is(c, node) {
+                let why = format!(
+                    "the peer says it is node {node}, its certificate is not for {}",
+                    tls::node_name(node)
+                );
+                return Err((CLOSE_IDENTITY, why));
+            }
+            c.peer = Some(node);
+            c.hello_due = None;
+            events.push_back(TransportEvent::Connected {
+                node,
+                outgoing: false,
+            });
+            continue;
+        };
+        match c.decoder.next_frame() {
+            Ok(Some(body)) => events.push_back(TransportEvent::Message { from, body }),
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                return Err((CLOSE_PROTOCOL, format!("malformed cluster message: {e}")));
             }
         }
-    }
-    if ended {
-        close(c, now, CLOSE_PROTOCOL, "stream ended".into(), events);
     }
 }
 

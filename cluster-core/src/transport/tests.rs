@@ -380,3 +380,25 @@ fn a_dead_peer_is_noticed_and_redialled_when_it_returns() {
     net.send(1, 2, b"two").unwrap();
     assert!(net.run_until(Duration::from_secs(5), |n| n.messages(2, 1).len() == 2));
 }
+
+#[test]
+fn a_connection_that_never_names_its_node_is_closed() {
+    let ca = DevCa::new("test cluster").unwrap();
+    let mut net = cluster(&ca, &[1, 2], 8);
+    net.send(1, 2, b"x").unwrap();
+    // Node 1's hello and message never reach the stream: the handshake completes, then silence.
+    {
+        let t = net.nodes.get_mut(&1).unwrap();
+        let ch = t.outgoing[&2];
+        let c = t.conns.get_mut(&ch).unwrap();
+        c.queue.clear();
+        c.queued_bytes = 0;
+    }
+    let limit = Duration::from_millis(crate::limits::CLUSTER_HELLO_DEADLINE_MS + 2_000);
+    assert!(net.run_until(limit, |n| !n.disconnects(2).is_empty()));
+    assert!(
+        net.disconnects(2)[0].contains("no hello"),
+        "{:?}",
+        net.disconnects(2)
+    );
+}
