@@ -22,13 +22,16 @@
 
 pub mod config;
 pub mod controller;
+pub mod controller_rpc;
 pub mod file_store;
 pub mod image;
 pub mod limits;
 pub mod messages;
+pub mod metadata_node;
 pub mod placement;
 pub mod quorum;
 pub mod records;
+pub mod records_codec;
 pub mod transport;
 
 #[cfg(test)]

@@ -52,3 +52,26 @@ pub const CLUSTER_RECEIVE_WINDOW_BYTES: u32 = 8 << 20;
 /// default 1,452 bytes; 1.1-1.3 GB/s at 16 KiB and the same at 64 KiB, so 16 KiB (smaller
 /// buffers per datagram).
 pub const CLUSTER_MTU_UPPER_BOUND_BYTES: u16 = 16_384;
+
+/// Most records one metadata batch (a raft entry or a snapshot) may hold. A snapshot lists
+/// every broker, topic and partition: a million covers Kafka's largest KRaft clusters (a few
+/// hundred thousand partitions) with room; beyond it a batch is refused as corrupt rather
+/// than decoded into an unbounded vector.
+pub const METADATA_BATCH_RECORDS_MAX: usize = 1_000_000;
+
+/// Controller requests and answers received and not yet handled, per node. The controller
+/// handles one in microseconds (a decision and a proposal); a backlog this deep means it is
+/// stuck, and further ones are dropped (their askers time out and ask again) rather than
+/// queued without bound.
+pub const CONTROLLER_MESSAGES_QUEUED_MAX: usize = 4_096;
+
+/// How long a controller request may wait for its batch to commit before it is answered
+/// REQUEST_TIMED_OUT (the asker retries). Several election timeouts: a request made just
+/// before the leader died can still be committed by the next one.
+pub const CONTROLLER_REQUEST_TIMEOUT_MS: u64 = 10_000;
+
+/// Committed metadata entries between two snapshots of the image (each one compacts the
+/// quorum's log, so a restarted or new node catches up from the snapshot plus at most this
+/// many entries). A snapshot travels to a lagging voter as one cluster message, so the
+/// image must stay under `CLUSTER_MESSAGE_MAX_BYTES` encoded.
+pub const METADATA_SNAPSHOT_EVERY_ENTRIES: u64 = 1_000;

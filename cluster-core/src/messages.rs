@@ -17,6 +17,10 @@ use crate::records::NodeId;
 pub enum Channel {
     /// A metadata-quorum (raft) message between controllers.
     Quorum = 1,
+    /// A broker's request to the active controller (`controller_rpc`, FlatBuffers).
+    ControllerRequest = 2,
+    /// The active controller's answer (`controller_rpc`, FlatBuffers).
+    ControllerAnswer = 3,
 }
 
 /// The raft id of voter `node` (`node` >= 0, checked by the config).
@@ -38,6 +42,14 @@ pub fn encode_quorum(msg: &Message) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// A message of `channel` with `body` (already encoded), ready for the transport.
+pub fn with_channel(channel: Channel, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + body.len());
+    out.push(channel as u8);
+    out.extend_from_slice(body);
+    out
+}
+
 /// Whether a quorum message carries a snapshot (the driver reports its delivery).
 pub fn is_snapshot(msg: &Message) -> bool {
     msg.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot
@@ -47,6 +59,8 @@ pub fn is_snapshot(msg: &Message) -> bool {
 pub fn channel_of(bytes: &[u8]) -> Result<(Channel, &[u8]), String> {
     match bytes.split_first() {
         Some((1, rest)) => Ok((Channel::Quorum, rest)),
+        Some((2, rest)) => Ok((Channel::ControllerRequest, rest)),
+        Some((3, rest)) => Ok((Channel::ControllerAnswer, rest)),
         Some((c, _)) => Err(format!("unknown cluster message channel {c}")),
         None => Err("empty cluster message".to_string()),
     }

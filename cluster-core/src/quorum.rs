@@ -87,6 +87,28 @@ pub struct Leadership {
     pub term: u64,
 }
 
+/// One voter's replication progress, as the leader tracks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VoterProgress {
+    /// Raft id (node id + 1).
+    pub id: u64,
+    /// The last log index known to be on that voter.
+    pub matched_index: u64,
+}
+
+/// A voter's view of the quorum.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuorumStatus {
+    /// 0: unknown.
+    pub leader_id: u64,
+    pub is_leader: bool,
+    pub term: u64,
+    pub commit_index: u64,
+    pub last_index: u64,
+    /// On the leader, every voter's progress (this one included); empty elsewhere.
+    pub voters: Vec<VoterProgress>,
+}
+
 /// What one `poll` asks the driver to do, in this order: install `snapshot` (if any), apply
 /// `committed`, send `messages`.
 #[derive(Debug, Default)]
@@ -170,6 +192,32 @@ impl<S: QuorumStore> Quorum<S> {
 
     pub fn store(&self) -> &S {
         self.node.store()
+    }
+
+    /// The quorum as this voter sees it (what DescribeQuorum and `strand cluster info` show).
+    pub fn status(&self) -> QuorumStatus {
+        let raft = &self.node.raft;
+        let is_leader = raft.state == StateRole::Leader;
+        let mut voters: Vec<VoterProgress> = if is_leader {
+            raft.prs()
+                .iter()
+                .map(|(id, pr)| VoterProgress {
+                    id: *id,
+                    matched_index: pr.matched,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        voters.sort_by_key(|v| v.id);
+        QuorumStatus {
+            leader_id: raft.leader_id,
+            is_leader,
+            term: raft.term,
+            commit_index: raft.raft_log.committed,
+            last_index: raft.raft_log.last_index(),
+            voters,
+        }
     }
 
     /// One tick of `tick_ms` passed.

@@ -153,6 +153,21 @@ fn three_voters_elect_one_leader_and_commit_in_the_same_order() {
         let other: Vec<u64> = net.applied[v].iter().map(|(i, _)| *i).collect();
         assert_eq!(other, idx);
     }
+    // The leader sees every voter caught up to its commit index; a follower knows the
+    // leader and the term but tracks no one.
+    let status = net.voters[leader as usize - 1].status();
+    assert!(status.is_leader);
+    assert_eq!(status.voters.len(), 3);
+    assert!(status
+        .voters
+        .iter()
+        .all(|v| v.matched_index == status.commit_index));
+    assert_eq!(status.last_index, status.commit_index);
+    let other = if leader == 1 { 2 } else { 1 };
+    let follower_status = net.voters[other as usize - 1].status();
+    assert_eq!(follower_status.leader_id, leader);
+    assert_eq!(follower_status.term, status.term);
+    assert!(follower_status.voters.is_empty());
     // A follower refuses proposals and names the leader.
     let follower = if leader == 1 { 2 } else { 1 };
     let e = net.voters[follower as usize - 1]

@@ -28,6 +28,7 @@ pub use kafka_protocol as kafka;
 pub mod api;
 pub mod batch;
 pub mod builder;
+pub mod cluster;
 pub mod compression;
 pub mod error;
 pub mod fetch;

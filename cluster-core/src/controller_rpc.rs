@@ -1,0 +1,323 @@
+//! Requests from brokers to the active controller, and its answers (KRaft's
+//! BrokerRegistration, BrokerHeartbeat, CreateTopics, DeleteTopics and AllocateProducerIds,
+//! in our own FlatBuffers encoding: `wire/schema/cluster.fbs`, namespace `strand.controller`).
+//!
+//! A request names a `request_id` chosen by the asker; the answer repeats it. Every node
+//! also answers its own broker's requests in process, with the same types.
+
+use flatbuffers::FlatBufferBuilder;
+use strand_wire::cluster::controller as fb;
+use strand_wire::ErrorCode;
+
+use crate::controller::{Heartbeat, NewTopic};
+use crate::records::{BrokerRegistration, NodeId, TopicId, NO_LEADER};
+use crate::records_codec::{
+    config_entries, configs_from, id_from, id_of, registration, registration_from, string,
+    verifier_options,
+};
+
+/// What a broker asks of the controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    Register(BrokerRegistration),
+    Heartbeat(Heartbeat),
+    CreateTopic(NewTopic),
+    DeleteTopic { name: String },
+    AllocateProducerIds { node_id: NodeId },
+}
+
+impl Request {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Register(_) => "register",
+            Request::Heartbeat(_) => "heartbeat",
+            Request::CreateTopic(_) => "create-topic",
+            Request::DeleteTopic { .. } => "delete-topic",
+            Request::AllocateProducerIds { .. } => "allocate-producer-ids",
+        }
+    }
+}
+
+/// The controller's answer to one request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Answer {
+    pub request_id: u64,
+    /// `None`: done.
+    pub error: Option<(ErrorCode, String)>,
+    /// On NOT_CONTROLLER, the node to ask instead, if known.
+    pub controller: Option<NodeId>,
+    /// Register: the broker's new epoch. Heartbeat: its current one.
+    pub broker_epoch: u64,
+    /// Heartbeat: whether the broker is fenced.
+    pub fenced: bool,
+    /// AllocateProducerIds: `(first id, block size)`.
+    pub producer_ids: Option<(i64, i32)>,
+    /// CreateTopic: the topic's id.
+    pub topic_id: Option<TopicId>,
+    /// The metadata offset at which the outcome was applied (0: nothing was written).
+    pub metadata_offset: u64,
+}
+
+impl Answer {
+    pub fn refused(request_id: u64, code: ErrorCode, message: impl Into<String>) -> Answer {
+        Answer {
+            request_id,
+            error: Some((code, message.into())),
+            ..Answer::default()
+        }
+    }
+}
+
+pub fn encode_request(request_id: u64, req: &Request) -> Vec<u8> {
+    let mut b = FlatBufferBuilder::with_capacity(256);
+    let (body_type, body) = match req {
+        Request::Register(r) => {
+            let registration = registration(&mut b, r);
+            (
+                fb::Body::Register,
+                fb::Register::create(
+                    &mut b,
+                    &fb::RegisterArgs {
+                        registration: Some(registration),
+                    },
+                )
+                .as_union_value(),
+            )
+        }
+        Request::Heartbeat(h) => (
+            fb::Body::Heartbeat,
+            fb::Heartbeat::create(
+                &mut b,
+                &fb::HeartbeatArgs {
+                    node_id: h.node_id,
+                    broker_epoch: h.broker_epoch,
+                    metadata_offset: h.metadata_offset,
+                    shutting_down: h.shutting_down,
+                },
+            )
+            .as_union_value(),
+        ),
+        Request::CreateTopic(t) => {
+            let name = b.create_string(&t.name);
+            let configs = config_entries(&mut b, &t.configs);
+            (
+                fb::Body::CreateTopic,
+                fb::CreateTopic::create(
+                    &mut b,
+                    &fb::CreateTopicArgs {
+                        name: Some(name),
+                        partitions: t.partitions,
+                        replication_factor: t.replication_factor,
+                        configs: Some(configs),
+                    },
+                )
+                .as_union_value(),
+            )
+        }
+        Request::DeleteTopic { name } => {
+            let name = b.create_string(name);
+            (
+                fb::Body::DeleteTopic,
+                fb::DeleteTopic::create(&mut b, &fb::DeleteTopicArgs { name: Some(name) })
+                    .as_union_value(),
+            )
+        }
+        Request::AllocateProducerIds { node_id } => (
+            fb::Body::AllocateProducerIds,
+            fb::AllocateProducerIds::create(
+                &mut b,
+                &fb::AllocateProducerIdsArgs { node_id: *node_id },
+            )
+            .as_union_value(),
+        ),
+    };
+    let root = fb::Request::create(
+        &mut b,
+        &fb::RequestArgs {
+            request_id,
+            body_type,
+            body: Some(body),
+        },
+    );
+    b.finish(root, None);
+    b.finished_data().to_vec()
+}
+
+/// A request and its id; malformed input is an error naming what was wrong.
+pub fn decode_request(bytes: &[u8]) -> Result<(u64, Request), String> {
+    let r = flatbuffers::root_with_opts::<fb::Request>(&verifier_options(bytes), bytes)
+        .map_err(|e| format!("controller request: {e}"))?;
+    let unknown = || format!("controller request: unknown kind {}", r.body_type().0);
+    let req = match r.body_type() {
+        fb::Body::Register => {
+            let reg = r.body_as_register().ok_or_else(unknown)?;
+            Request::Register(registration_from(
+                reg.registration().ok_or("register: no registration")?,
+            )?)
+        }
+        fb::Body::Heartbeat => {
+            let h = r.body_as_heartbeat().ok_or_else(unknown)?;
+            Request::Heartbeat(Heartbeat {
+                node_id: h.node_id(),
+                broker_epoch: h.broker_epoch(),
+                metadata_offset: h.metadata_offset(),
+                shutting_down: h.shutting_down(),
+            })
+        }
+        fb::Body::CreateTopic => {
+            let t = r.body_as_create_topic().ok_or_else(unknown)?;
+            Request::CreateTopic(NewTopic {
+                name: string(t.name(), "create topic: name")?,
+                partitions: t.partitions(),
+                replication_factor: t.replication_factor(),
+                configs: configs_from(t.configs())?,
+            })
+        }
+        fb::Body::DeleteTopic => {
+            let t = r.body_as_delete_topic().ok_or_else(unknown)?;
+            Request::DeleteTopic {
+                name: string(t.name(), "delete topic: name")?,
+            }
+        }
+        fb::Body::AllocateProducerIds => {
+            let a = r.body_as_allocate_producer_ids().ok_or_else(unknown)?;
+            Request::AllocateProducerIds {
+                node_id: a.node_id(),
+            }
+        }
+        _ => return Err(unknown()),
+    };
+    Ok((r.request_id(), req))
+}
+
+pub fn encode_answer(a: &Answer) -> Vec<u8> {
+    let mut b = FlatBufferBuilder::with_capacity(128);
+    let message = a.error.as_ref().map(|(_, m)| b.create_string(m));
+    let topic_id = a.topic_id.as_ref().map(id_of);
+    let root = fb::Answer::create(
+        &mut b,
+        &fb::AnswerArgs {
+            request_id: a.request_id,
+            error_code: a.error.as_ref().map_or(0, |(c, _)| c.code()),
+            message,
+            controller: a.controller.unwrap_or(NO_LEADER),
+            broker_epoch: a.broker_epoch,
+            fenced: a.fenced,
+            producer_id_start: a.producer_ids.map_or(-1, |(s, _)| s),
+            producer_id_len: a.producer_ids.map_or(0, |(_, n)| n),
+            topic_id: topic_id.as_ref(),
+            metadata_offset: a.metadata_offset,
+        },
+    );
+    b.finish(root, None);
+    b.finished_data().to_vec()
+}
+
+pub fn decode_answer(bytes: &[u8]) -> Result<Answer, String> {
+    let a = flatbuffers::root_with_opts::<fb::Answer>(&verifier_options(bytes), bytes)
+        .map_err(|e| format!("controller answer: {e}"))?;
+    let error = match a.error_code() {
+        0 => None,
+        code => Some((
+            ErrorCode::from_code(code)
+                .ok_or_else(|| format!("controller answer: unknown error code {code}"))?,
+            a.message().unwrap_or_default().to_string(),
+        )),
+    };
+    Ok(Answer {
+        request_id: a.request_id(),
+        error,
+        controller: (a.controller() >= 0).then(|| a.controller()),
+        broker_epoch: a.broker_epoch(),
+        fenced: a.fenced(),
+        producer_ids: (a.producer_id_start() >= 0)
+            .then(|| (a.producer_id_start(), a.producer_id_len())),
+        topic_id: a
+            .topic_id()
+            .map(|_| id_from(a.topic_id(), "answer"))
+            .transpose()?,
+        metadata_offset: a.metadata_offset(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::records::Endpoint;
+
+    fn requests() -> Vec<Request> {
+        let mut configs = BTreeMap::new();
+        configs.insert("retention.ms".to_string(), "100".to_string());
+        vec![
+            Request::Register(BrokerRegistration {
+                node_id: 3,
+                incarnation: 1 << 100,
+                cluster_id: "c".into(),
+                client: Endpoint {
+                    host: "h".into(),
+                    port: 1,
+                },
+                cluster: Endpoint {
+                    host: "::1".into(),
+                    port: 2,
+                },
+                shards: 8,
+                rack: None,
+            }),
+            Request::Heartbeat(Heartbeat {
+                node_id: 1,
+                broker_epoch: 99,
+                metadata_offset: 1 << 40,
+                shutting_down: true,
+            }),
+            Request::CreateTopic(NewTopic {
+                name: "orders".into(),
+                partitions: -1,
+                replication_factor: -1,
+                configs,
+            }),
+            Request::DeleteTopic { name: "x".into() },
+            Request::AllocateProducerIds { node_id: 0 },
+        ]
+    }
+
+    #[test]
+    fn requests_and_answers_come_back_as_they_went_in() {
+        for (i, r) in requests().into_iter().enumerate() {
+            let bytes = encode_request(i as u64 + 7, &r);
+            assert_eq!(decode_request(&bytes).unwrap(), (i as u64 + 7, r));
+        }
+        let answers = [
+            Answer {
+                request_id: 1,
+                broker_epoch: 5,
+                fenced: true,
+                producer_ids: Some((1000, 1000)),
+                topic_id: Some([9; 16]),
+                metadata_offset: 77,
+                ..Answer::default()
+            },
+            Answer {
+                controller: Some(2),
+                ..Answer::refused(2, ErrorCode::NotController, "ask node 2")
+            },
+            Answer::refused(3, ErrorCode::TopicAlreadyExists, ""),
+        ];
+        for a in answers {
+            assert_eq!(decode_answer(&encode_answer(&a)).unwrap(), a);
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        let good = encode_request(1, &requests()[0]);
+        for cut in 0..good.len() {
+            let _ = decode_request(&good[..cut]);
+            let _ = decode_answer(&good[..cut]);
+        }
+        assert!(decode_request(&[]).is_err());
+        assert!(decode_answer(&[1, 2, 3]).is_err());
+    }
+}

@@ -1,0 +1,417 @@
+//! One node's side of the metadata log, without I/O: it applies committed entries to the
+//! [`Image`] and, while this node leads the quorum, is the active controller — it turns
+//! brokers' requests ([`Request`]) into record batches to propose and answers each request
+//! once its batch is applied.
+//!
+//! The driver feeds it what the quorum says (committed entries, snapshots, leadership), the
+//! requests that arrive (from this node's broker or over the cluster transport) and the
+//! time; it returns [`Effect`]s: batches to propose, answers to send. Randomness (topic ids)
+//! comes from the driver, so tests replay exactly.
+//!
+//! A batch names its proposer and request id, so the answer comes from applying the
+//! committed entry — also when leadership moved between proposing and committing (the new
+//! leader commits the old one's entry; the proposer still answers from it). A request whose
+//! batch never commits is answered REQUEST_TIMED_OUT after `request_timeout_ms`.
+//!
+//! Offsets: entry `index` holds records `index << 20 | 1` .. (at most
+//! [`METADATA_BATCH_RECORDS_MAX`] < 2^20 of them); a snapshot at `index` stands at
+//! `index << 20 | 0xFFFFF`. A record's offset is a broker's epoch when it registers.
+
+use std::collections::BTreeMap;
+
+use strand_wire::ErrorCode;
+
+use crate::controller::{Controller, ControllerConfig};
+use crate::controller_rpc::{Answer, Request};
+use crate::image::{Applied, Image};
+use crate::limits::METADATA_BATCH_RECORDS_MAX;
+use crate::records::{MetadataRecord, NodeId, TopicId};
+use crate::records_codec::{decode_batch_with_proposer, encode_batch, encode_batch_for, Proposer};
+
+const OFFSET_BITS: u32 = 20;
+const _: () = assert!(METADATA_BATCH_RECORDS_MAX < (1 << OFFSET_BITS) - 1);
+
+/// The offset of record `i` (from 0) of entry `index`.
+pub fn record_offset(index: u64, i: usize) -> u64 {
+    (index << OFFSET_BITS) | (i as u64 + 1)
+}
+
+/// The offset a snapshot taken at entry `index` stands at (after all of that entry's records).
+pub fn snapshot_offset(index: u64) -> u64 {
+    (index << OFFSET_BITS) | ((1 << OFFSET_BITS) - 1)
+}
+
+/// The entry an offset belongs to.
+pub fn entry_of(offset: u64) -> u64 {
+    offset >> OFFSET_BITS
+}
+
+/// `shard_of(topic, partition, shards)`: the shard a partition lives on at a node with
+/// `shards` shards (the broker's hash).
+pub type ShardOf = Box<dyn Fn(&str, i32, u32) -> u32 + Send>;
+
+/// Who waits for an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asker {
+    /// This node's own broker; the number is the asker's request id.
+    Local(u64),
+    /// Another node, over the cluster transport, with its request id.
+    Remote(NodeId, u64),
+}
+
+impl Asker {
+    fn request_id(self) -> u64 {
+        match self {
+            Asker::Local(id) | Asker::Remote(_, id) => id,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Propose this batch; if the quorum refuses it, call
+    /// [`MetadataNode::proposal_failed`] with `request`.
+    Propose { data: Vec<u8>, request: Option<u64> },
+    /// Send this answer to `to`.
+    Answer { to: Asker, answer: Answer },
+}
+
+#[derive(Clone, Debug)]
+enum Expect {
+    Nothing,
+    BrokerEpoch(NodeId),
+    Topic(TopicId),
+    ProducerIds(i64, i32),
+}
+
+#[derive(Clone, Debug)]
+struct Waiting {
+    asker: Asker,
+    expect: Expect,
+    deadline_ms: u64,
+}
+
+pub struct MetadataNode {
+    me: NodeId,
+    cfg: ControllerConfig,
+    image: Image,
+    /// Some while this node is the active controller.
+    controller: Option<Controller>,
+    /// The quorum's leader as last reported.
+    leader: Option<NodeId>,
+    request_timeout_ms: u64,
+    next_request_id: u64,
+    waiting: BTreeMap<u64, Waiting>,
+    /// The end of the last producer-id block proposed (blocks proposed back to back must not
+    /// overlap before the first is applied).
+    producer_ids_proposed_until: i64,
+    shard_of: ShardOf,
+}
+
+impl MetadataNode {
+    /// `shard_of(topic, partition, shards)`: the shard a partition lives on at a node with
+    /// `shards` shards (the broker's hash).
+    pub fn new(
+        me: NodeId,
+        cfg: ControllerConfig,
+        request_timeout_ms: u64,
+        shard_of: ShardOf,
+    ) -> MetadataNode {
+        MetadataNode {
+            me,
+            cfg,
+            image: Image::default(),
+            controller: None,
+            leader: None,
+            request_timeout_ms,
+            next_request_id: 1,
+            waiting: BTreeMap::new(),
+            producer_ids_proposed_until: 0,
+            shard_of,
+        }
+    }
+
+    pub fn image(&self) -> &Image {
+        &self.image
+    }
+
+    pub fn leader(&self) -> Option<NodeId> {
+        self.leader
+    }
+
+    pub fn is_controller(&self) -> bool {
+        self.controller.is_some()
+    }
+
+    /// Requests waiting for their batch to apply.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// The quorum's leader changed (`None`: unknown, an election is on).
+    pub fn on_leader(&mut self, leader: Option<NodeId>, now_ms: u64) {
+        self.leader = leader;
+        if leader == Some(self.me) {
+            if self.controller.is_none() {
+                let mut c = Controller::new(self.cfg.clone());
+                c.activate(&self.image, now_ms);
+                self.controller = Some(c);
+                self.producer_ids_proposed_until = self.image.next_producer_id;
+            }
+        } else {
+            // Waiting requests stay: the new leader may still commit their batches.
+            self.controller = None;
+        }
+    }
+
+    /// A request from `asker`.
+    pub fn request(&mut self, asker: Asker, req: Request, now_ms: u64) -> Vec<Effect> {
+        self.request_with_id(asker, req, now_ms, [0; 16])
+    }
+
+    /// A request; `fresh_id` is a random topic id for a CreateTopic (the driver draws it).
+    pub fn request_with_id(
+        &mut self,
+        asker: Asker,
+        req: Request,
+        now_ms: u64,
+        fresh_id: TopicId,
+    ) -> Vec<Effect> {
+        let rid = asker.request_id();
+        let Some(controller) = self.controller.as_mut() else {
+            let mut a = Answer::refused(
+                rid,
+                ErrorCode::NotController,
+                format!(
+                    "node {} is not the active controller (the controller is {})",
+                    self.me,
+                    self.leader
+                        .map_or("not known yet".to_string(), |l| format!("node {l}"))
+                ),
+            );
+            a.controller = self.leader;
+            return vec![Effect::Answer {
+                to: asker,
+                answer: a,
+            }];
+        };
+        if let Asker::Remote(from, _) = asker {
+            let named = match &req {
+                Request::Register(r) => Some(r.node_id),
+                Request::Heartbeat(h) => Some(h.node_id),
+                Request::AllocateProducerIds { node_id } => Some(*node_id),
+                Request::CreateTopic(_) | Request::DeleteTopic { .. } => None,
+            };
+            if let Some(named) = named.filter(|n| *n != from) {
+                // The transport authenticated `from`: a node may speak only for itself.
+                return vec![Effect::Answer {
+                    to: asker,
+                    answer: Answer::refused(
+                        rid,
+                        ErrorCode::InvalidRequest,
+                        format!("node {from} sent a {} request for node {named}", req.kind()),
+                    ),
+                }];
+            }
+        }
+        let image = &self.image;
+        let decided = match &req {
+            Request::Register(r) => controller
+                .register(image, r, now_ms)
+                .map(|recs| (recs, Expect::BrokerEpoch(r.node_id))),
+            Request::Heartbeat(h) => controller
+                .heartbeat(image, h, now_ms)
+                .map(|a| (a.records, Expect::BrokerEpoch(h.node_id))),
+            Request::CreateTopic(t) => controller
+                .create_topic(image, t, fresh_id, &*self.shard_of)
+                .map(|recs| (recs, Expect::Topic(fresh_id))),
+            Request::DeleteTopic { name } => controller
+                .delete_topic(image, name)
+                .map(|recs| (recs, Expect::Nothing)),
+            Request::AllocateProducerIds { node_id } => {
+                let start = self.producer_ids_proposed_until.max(image.next_producer_id);
+                let size = self.cfg.producer_id_block_size;
+                self.producer_ids_proposed_until = start + size;
+                Ok((
+                    vec![MetadataRecord::ProducerIds {
+                        node_id: *node_id,
+                        next_producer_id: start + size,
+                    }],
+                    Expect::ProducerIds(start, size as i32),
+                ))
+            }
+        };
+        let (records, expect) = match decided {
+            Ok(d) => d,
+            Err(refusal) => {
+                return vec![Effect::Answer {
+                    to: asker,
+                    answer: Answer::refused(rid, refusal.code, refusal.message),
+                }]
+            }
+        };
+        if records.is_empty() {
+            // Nothing to write (a heartbeat that changes nothing, a repeated registration).
+            let mut answer = Answer {
+                request_id: rid,
+                metadata_offset: self.image.applied_offset,
+                ..Answer::default()
+            };
+            self.fill(&mut answer, &expect);
+            return vec![Effect::Answer { to: asker, answer }];
+        }
+        let id = self.next_request_id;
+        self.next_request_id += 1;
+        self.waiting.insert(
+            id,
+            Waiting {
+                asker,
+                expect,
+                deadline_ms: now_ms + self.request_timeout_ms,
+            },
+        );
+        let data = encode_batch_for(
+            &records,
+            Some(Proposer {
+                node: self.me,
+                request_id: id,
+            }),
+        );
+        vec![Effect::Propose {
+            data,
+            request: Some(id),
+        }]
+    }
+
+    /// The quorum refused a proposal (leadership moved before it was appended).
+    pub fn proposal_failed(&mut self, request: u64, leader: Option<NodeId>) -> Vec<Effect> {
+        let Some(w) = self.waiting.remove(&request) else {
+            return Vec::new();
+        };
+        let mut a = Answer::refused(
+            w.asker.request_id(),
+            ErrorCode::NotController,
+            "the controller changed before the request was written",
+        );
+        a.controller = leader;
+        vec![Effect::Answer {
+            to: w.asker,
+            answer: a,
+        }]
+    }
+
+    fn fill(&self, answer: &mut Answer, expect: &Expect) {
+        match expect {
+            Expect::Nothing => {}
+            Expect::BrokerEpoch(node) => {
+                if let Some(b) = self.image.brokers.get(node) {
+                    answer.broker_epoch = b.epoch;
+                    answer.fenced = b.fenced;
+                }
+            }
+            Expect::Topic(id) => answer.topic_id = Some(*id),
+            Expect::ProducerIds(start, len) => answer.producer_ids = Some((*start, *len)),
+        }
+    }
+
+    /// The committed entry at `index`. An entry that does not decode is corrupt: an error
+    /// the driver must treat as fatal for this node (every node applies the same log, so
+    /// skipping it would fork this node's image).
+    pub fn on_committed(&mut self, index: u64, data: &[u8]) -> Result<Vec<Effect>, String> {
+        let batch =
+            decode_batch_with_proposer(data).map_err(|e| format!("metadata entry {index}: {e}"))?;
+        if self.image.applied_offset > 0 && entry_of(self.image.applied_offset) >= index {
+            // Already in the image (a snapshot covered it).
+            return Ok(Vec::new());
+        }
+        let mut first_rejection = None;
+        let mut last_offset = self.image.applied_offset;
+        for (i, r) in batch.records.iter().enumerate() {
+            let offset = record_offset(index, i);
+            if let Applied::Rejected(code, why) = self.image.apply(offset, r) {
+                first_rejection.get_or_insert((code, why));
+            } else if let Some(c) = self.controller.as_mut() {
+                c.observe(r);
+            }
+            last_offset = offset;
+        }
+        // The image stands after the whole entry, even an empty one.
+        self.image.applied_offset = self.image.applied_offset.max(last_offset);
+        let mut effects = Vec::new();
+        if let Some(p) = batch.proposer.filter(|p| p.node == self.me) {
+            if let Some(w) = self.waiting.remove(&p.request_id) {
+                let mut answer = Answer {
+                    request_id: w.asker.request_id(),
+                    metadata_offset: last_offset,
+                    ..Answer::default()
+                };
+                match first_rejection {
+                    Some(e) => answer.error = Some(e),
+                    None => self.fill(&mut answer, &w.expect),
+                }
+                effects.push(Effect::Answer {
+                    to: w.asker,
+                    answer,
+                });
+            }
+        }
+        Ok(effects)
+    }
+
+    /// A snapshot taken at entry `index` replaces the image.
+    pub fn on_snapshot(&mut self, index: u64, data: &[u8], now_ms: u64) -> Result<(), String> {
+        let batch =
+            decode_batch_with_proposer(data).map_err(|e| format!("metadata snapshot: {e}"))?;
+        self.image = Image::from_snapshot(snapshot_offset(index), &batch.records)?;
+        if let Some(c) = self.controller.as_mut() {
+            c.activate(&self.image, now_ms);
+            self.producer_ids_proposed_until = self.image.next_producer_id;
+        }
+        Ok(())
+    }
+
+    /// The image as a snapshot's data.
+    pub fn snapshot_data(&self) -> Vec<u8> {
+        encode_batch(&self.image.to_snapshot())
+    }
+
+    /// Time passed: the controller's own decisions (fencing expired brokers, repairs), and
+    /// requests that waited too long.
+    pub fn tick(&mut self, now_ms: u64) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        if let Some(c) = self.controller.as_mut() {
+            let records = c.tick(&self.image, now_ms);
+            if !records.is_empty() {
+                effects.push(Effect::Propose {
+                    data: encode_batch(&records),
+                    request: None,
+                });
+            }
+        }
+        let expired: Vec<u64> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.deadline_ms <= now_ms)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            if let Some(w) = self.waiting.remove(&id) {
+                effects.push(Effect::Answer {
+                    to: w.asker,
+                    answer: Answer::refused(
+                        w.asker.request_id(),
+                        ErrorCode::RequestTimedOut,
+                        format!(
+                            "the metadata quorum did not commit the request within {} ms",
+                            self.request_timeout_ms
+                        ),
+                    ),
+                });
+            }
+        }
+        effects
+    }
+}
+
+#[cfg(test)]
+mod tests;
