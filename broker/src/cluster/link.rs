@@ -47,7 +47,7 @@ pub struct ClusterLink {
     inner: Rc<Inner>,
 }
 
-fn std_socket_local(socket: &UdpSocket) -> io::Result<SocketAddr> {
+fn bound_addr(socket: &UdpSocket) -> io::Result<SocketAddr> {
     socket
         .local_addr()
         .map_err(|e| io::Error::other(format!("cluster listener address: {e}")))
@@ -83,7 +83,7 @@ impl ClusterLink {
         std_socket.set_nonblocking(true)?;
         // SAFETY: the fd comes from a socket we own and give up here (into_raw_fd).
         let socket = unsafe { UdpSocket::from_raw_fd(std_socket.into_raw_fd()) };
-        let local = std_socket_local(&socket)?;
+        let local = bound_addr(&socket)?;
         let fd = socket.as_raw_fd();
         // Room for a flow-control window of datagrams; never fragment (QUIC's MTU discovery).
         set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);

@@ -6,8 +6,15 @@
 //! - [`quorum_driver`]: one voter of the metadata quorum (raft-rs over the link, its log in a
 //!   `FileStore`), on a controller executor of its own.
 //!
+//! - [`metadata_driver`]: a node's metadata side — the voter, and `cluster_core`'s
+//!   `MetadataNode` applying the log to the image and, on the leader, acting as the active
+//!   controller; answers brokers' controller requests over the link.
+//! - [`broker_session`]: this node's broker registering and heartbeating with the controller.
+//!
 //! Arrows: `cluster` imports `strand-cluster-core`, `limits` and `runtime`; nothing in the
-//! broker imports `cluster` yet (the quorum driver and routing come next, #17).
+//! broker imports `cluster` yet (serving partitions from the image comes next, #17).
 
+pub mod broker_session;
 pub mod link;
+pub mod metadata_driver;
 pub mod quorum_driver;

@@ -23,8 +23,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use event_listener::Event;
 use strand_cluster_core::file_store::FileStore;
+use strand_cluster_core::limits::CONTROLLER_MESSAGES_QUEUED_MAX;
 use strand_cluster_core::messages::{self, Channel};
-use strand_cluster_core::quorum::{self, NotLeader, Quorum, QuorumConfig};
+use strand_cluster_core::quorum::{self, NotLeader, Quorum, QuorumConfig, QuorumStatus};
 use strand_cluster_core::records::NodeId;
 use strand_cluster_core::transport::tls::NodeCredentials;
 use strand_cluster_core::transport::TransportEvent;
@@ -84,7 +85,10 @@ struct Inner {
     quorum: RefCell<Quorum<FileStore>>,
     link: ClusterLink,
     committed: RefCell<VecDeque<Committed>>,
-    /// Fired when a committed entry is queued, the leader changes, or the voter stops.
+    /// Messages of the other channels (controller requests and answers), for the caller.
+    others: RefCell<VecDeque<(NodeId, Channel, Bytes)>>,
+    /// Fired when a committed entry or another channel's message is queued, the leader
+    /// changes, or the voter stops.
     changed: Event,
     leader: Cell<Leader>,
     stopped: Cell<bool>,
@@ -129,6 +133,7 @@ impl QuorumVoter {
             quorum: RefCell::new(quorum),
             link,
             committed: RefCell::new(VecDeque::new()),
+            others: RefCell::new(VecDeque::new()),
             changed: Event::new(),
             leader: Cell::new(Leader {
                 node: None,
@@ -147,6 +152,12 @@ impl QuorumVoter {
 
     pub fn leader(&self) -> Leader {
         self.inner.leader.get()
+    }
+
+    /// The quorum as this voter sees it (leader, term, commit, and on the leader each
+    /// voter's progress).
+    pub fn status(&self) -> QuorumStatus {
+        self.inner.quorum.borrow().status()
     }
 
     /// Stopped by [`QuorumVoter::stop`] or by a store failure.
@@ -177,6 +188,43 @@ impl QuorumVoter {
             })?;
         drive(&self.inner);
         Ok(())
+    }
+
+    /// Sends a message (channel byte included) to another node over the voter's link.
+    pub fn send(&self, to: NodeId, message: Vec<u8>) -> Result<(), String> {
+        if self.inner.stopped.get() {
+            return Err("the metadata quorum voter has stopped".to_string());
+        }
+        self.inner
+            .link
+            .send(to, Bytes::from(message))
+            .map_err(|e| format!("to node {to}: {e:?}"))
+    }
+
+    /// The next message of another channel than the quorum's (sender, channel, body after
+    /// the channel byte); `None` once the voter has stopped.
+    pub async fn next_message(&self) -> Option<(NodeId, Channel, Bytes)> {
+        loop {
+            let listener = self.inner.changed.listen();
+            if let Some(m) = self.inner.others.borrow_mut().pop_front() {
+                return Some(m);
+            }
+            if self.inner.stopped.get() {
+                return None;
+            }
+            listener.await;
+        }
+    }
+
+    /// Saves a snapshot of the state machine as of committed entry `index` (already applied)
+    /// and drops the log entries it covers. A blocking write, like the rest of the store.
+    pub fn save_snapshot(&self, index: u64, data: Vec<u8>) -> Result<(), String> {
+        self.inner
+            .quorum
+            .borrow()
+            .store()
+            .save_snapshot(index, data)
+            .map_err(|e| format!("metadata snapshot at {index}: {e}"))
     }
 
     /// The next committed entry or snapshot; `None` once the voter has stopped.
@@ -237,6 +285,23 @@ async fn receiver(inner: Rc<Inner>) {
             TransportEvent::Message { from, body } => {
                 let stepped =
                     messages::channel_of(&body).and_then(|(channel, rest)| match channel {
+                        Channel::ControllerRequest | Channel::ControllerAnswer => {
+                            let mut others = inner.others.borrow_mut();
+                            if others.len() >= CONTROLLER_MESSAGES_QUEUED_MAX {
+                                // Nobody keeps up: the asker times out and asks again.
+                                return Err(format!(
+                                    "{} controller messages already queued",
+                                    others.len()
+                                ));
+                            }
+                            others.push_back((
+                                from,
+                                channel,
+                                body.slice(body.len() - rest.len()..),
+                            ));
+                            inner.changed.notify(usize::MAX);
+                            Ok(())
+                        }
                         Channel::Quorum => messages::decode_quorum(rest).and_then(|msg| {
                             // raft-rs trusts `msg.from`; the transport has authenticated `from`.
                             // A voter speaking for another (a forged vote or append ack) is refused.

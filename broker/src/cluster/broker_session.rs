@@ -1,0 +1,118 @@
+//! This node's broker in the cluster's eyes (KRaft's BrokerLifecycleManager): it registers
+//! with the active controller (node id, a fresh incarnation, endpoints, shards), then sends a
+//! heartbeat every `broker.heartbeat.interval.ms` naming the metadata offset it has applied.
+//! The controller unfences it once it has caught up with its own registration and fences it
+//! when heartbeats stop for `broker.session.timeout.ms`.
+//!
+//! A refused registration with DUPLICATE_BROKER_REGISTRATION (another live process has this
+//! `node.id`) or INCONSISTENT_CLUSTER_ID ends [`run`] with the controller's message: the
+//! process should exit rather than serve as someone else. A stale epoch (the controller lost
+//! our registration to a restart of ours) registers again.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use strand_cluster_core::controller::Heartbeat;
+use strand_cluster_core::controller_rpc::Request;
+use strand_cluster_core::records::BrokerRegistration;
+use strand_wire::ErrorCode;
+
+use super::metadata_driver::MetadataDriver;
+
+/// What this broker knows of its own standing.
+#[derive(Default)]
+pub struct BrokerSession {
+    /// 0 until registered.
+    pub epoch: Cell<u64>,
+    pub fenced: Cell<bool>,
+    /// Set to end [`run`] (a controlled shutdown heartbeat is sent first).
+    pub stopping: Cell<bool>,
+}
+
+/// Registers and heartbeats until `session.stopping`; an error is a refusal this broker must
+/// not ignore.
+pub async fn run(
+    driver: MetadataDriver,
+    registration: BrokerRegistration,
+    heartbeat_interval_ms: u64,
+    session: Rc<BrokerSession>,
+) -> Result<(), String> {
+    let interval = Duration::from_millis(heartbeat_interval_ms);
+    session.fenced.set(true);
+    while !session.stopping.get() && !driver.is_stopped() {
+        if session.epoch.get() == 0 {
+            let a = driver
+                .call(Request::Register(registration.clone()), interval * 2)
+                .await;
+            match a.error {
+                None => {
+                    tracing::info!(
+                        node = registration.node_id,
+                        epoch = a.broker_epoch,
+                        "registered with the controller"
+                    );
+                    session.epoch.set(a.broker_epoch);
+                    session.fenced.set(a.fenced);
+                    // Heartbeat once our image holds the registration: that one unfences us.
+                    driver.applied(a.metadata_offset, interval).await;
+                    continue;
+                }
+                Some((
+                    code @ (ErrorCode::DuplicateBrokerRegistration
+                    | ErrorCode::InconsistentClusterId
+                    | ErrorCode::InvalidRequest),
+                    why,
+                )) => {
+                    return Err(format!("broker registration refused ({code:?}): {why}"));
+                }
+                Some((code, why)) => {
+                    tracing::debug!(?code, %why, "registration not answered yet; trying again");
+                }
+            }
+        } else {
+            let hb = Heartbeat {
+                node_id: registration.node_id,
+                broker_epoch: session.epoch.get(),
+                metadata_offset: driver.applied_offset(),
+                shutting_down: false,
+            };
+            let a = driver.call(Request::Heartbeat(hb), interval * 2).await;
+            match a.error {
+                None => {
+                    if session.fenced.get() != a.fenced {
+                        tracing::info!(
+                            node = registration.node_id,
+                            fenced = a.fenced,
+                            "broker fencing changed"
+                        );
+                    }
+                    session.fenced.set(a.fenced);
+                }
+                Some((ErrorCode::StaleBrokerEpoch | ErrorCode::BrokerIdNotRegistered, why)) => {
+                    tracing::warn!(node = registration.node_id, %why, "registering again");
+                    session.epoch.set(0);
+                    session.fenced.set(true);
+                    continue;
+                }
+                Some((code, why)) => {
+                    tracing::debug!(?code, %why, "heartbeat not answered");
+                }
+            }
+        }
+        glommio::timer::sleep(interval).await;
+    }
+    if session.epoch.get() != 0 && !driver.is_stopped() {
+        // Controlled shutdown: the controller moves our leaderships away now rather than
+        // after the session times out.
+        let hb = Heartbeat {
+            node_id: registration.node_id,
+            broker_epoch: session.epoch.get(),
+            metadata_offset: driver.applied_offset(),
+            shutting_down: true,
+        };
+        let _ = driver.call(Request::Heartbeat(hb), interval).await;
+        session.fenced.set(true);
+    }
+    Ok(())
+}
