@@ -12,6 +12,8 @@ use crate::storage::{CleanupPolicy, LogConfig};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9092";
 pub const DEFAULT_DATA_DIR: &str = "./strand-data";
+/// `idle.poll.time.us` by default: measured in #16 (README, "idle polling").
+pub const IDLE_POLL_TIME_US_DEFAULT: u64 = 0;
 /// Redpanda's admin API port.
 pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9644";
 
@@ -70,6 +72,9 @@ pub struct BrokerConfig {
     /// `io.properties.file`: the io-properties `strand iotune` wrote; `None` = look for
     /// `<data_dir>/io-properties.toml` and use the defaults if it is not there.
     pub io_properties_file: Option<PathBuf>,
+    /// `idle.poll.time.us` (Seastar's and Redpanda's `--idle-poll-time-us`): a pinned shard
+    /// with nothing to do polls this long before it sleeps; 0 sleeps at once.
+    pub idle_poll_time_us: u64,
 }
 
 /// Kafka's `log.cleaner.*` broker settings.
@@ -118,6 +123,7 @@ impl Default for BrokerConfig {
             cleaner: CleanerConfig::default(),
             offsets_topic_segment_bytes: 100 << 20,
             io_properties_file: None,
+            idle_poll_time_us: IDLE_POLL_TIME_US_DEFAULT,
         }
     }
 }
@@ -195,6 +201,8 @@ pub struct FileConfig {
     pub transaction_max_timeout_ms: Option<i32>,
     #[serde(rename = "io.properties.file")]
     pub io_properties_file: Option<PathBuf>,
+    #[serde(rename = "idle.poll.time.us")]
+    pub idle_poll_time_us: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -233,6 +241,7 @@ impl BrokerConfig {
             };
         }
         set!(self.listen, f.listen);
+        set!(self.idle_poll_time_us, f.idle_poll_time_us);
         set!(self.data_dir, f.data_dir);
         if f.cores.is_some() {
             self.cores = f.cores;
@@ -298,6 +307,12 @@ impl BrokerConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.idle_poll_time_us > 100_000 {
+            return Err(ConfigError(format!(
+                "idle.poll.time.us must be at most 100000 (100 ms), got {}",
+                self.idle_poll_time_us
+            )));
+        }
         let max = crate::storage::log::SEGMENT_BYTES_MAX;
         if self.log.segment_bytes < 14 || self.log.segment_bytes > max {
             return Err(ConfigError(format!(
@@ -448,5 +463,14 @@ mod tests {
         assert!(BrokerConfig::load(Some(&path)).is_err());
         std::fs::write(&path, "\"log.cleaner.min.cleanable.ratio\" = 1.5\n").expect("write");
         assert!(BrokerConfig::load(Some(&path)).is_err());
+        std::fs::write(&path, "\"idle.poll.time.us\" = 100001\n").expect("write");
+        let e = BrokerConfig::load(Some(&path))
+            .and_then(|c| c.validate().map(|()| c))
+            .expect_err("above 100 ms");
+        assert!(e.0.contains("idle.poll.time.us"), "{}", e.0);
+        std::fs::write(&path, "\"idle.poll.time.us\" = 200\n").expect("write");
+        let c = BrokerConfig::load(Some(&path)).expect("loads");
+        assert_eq!(c.idle_poll_time_us, 200);
+        assert_eq!(BrokerConfig::default().idle_poll_time_us, 0);
     }
 }

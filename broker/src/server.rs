@@ -105,12 +105,18 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
     let ends: Arc<Mutex<Vec<Option<crate::runtime::wake::ShardDoorbells>>>> =
         Arc::new(Mutex::new(ends.into_iter().map(Some).collect()));
     crate::shutdown::install(shards)?;
-    run_shards(shards, Arc::new(config), move |id, _n, _config| {
-        let shared = Arc::clone(&shared);
-        let inbox = inboxes.lock().ok().and_then(|mut v| v[id].take());
-        let bells = ends.lock().ok().and_then(|mut v| v[id].take());
-        shard_main(id, shared, inbox, Arc::clone(&doorbells), bells)
-    })
+    let idle_poll = std::time::Duration::from_micros(config.idle_poll_time_us);
+    run_shards(
+        shards,
+        idle_poll,
+        Arc::new(config),
+        move |id, _n, _config| {
+            let shared = Arc::clone(&shared);
+            let inbox = inboxes.lock().ok().and_then(|mut v| v[id].take());
+            let bells = ends.lock().ok().and_then(|mut v| v[id].take());
+            shard_main(id, shared, inbox, Arc::clone(&doorbells), bells)
+        },
+    )
 }
 
 async fn shard_main(

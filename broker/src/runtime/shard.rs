@@ -8,6 +8,8 @@
 use std::io;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::limits;
@@ -29,8 +31,15 @@ pub fn shard_count(cores: Option<usize>) -> usize {
 }
 
 /// Starts `n` executors, one per shard, pinned to the first `n` cores the process may use,
-/// each running `shard_main(id, n, config)`, and waits for all of them.
-pub fn run_shards<C, F, Fut>(n: usize, config: Arc<C>, shard_main: F) -> io::Result<()>
+/// each running `shard_main(id, n, config)`, and waits for all of them. A pinned shard with
+/// nothing to run polls for `idle_poll` before it sleeps (Seastar's `--idle-poll-time-us`):
+/// a wake-up from sleep costs the host's scheduling latency, a poll does not.
+pub fn run_shards<C, F, Fut>(
+    n: usize,
+    idle_poll: Duration,
+    config: Arc<C>,
+    shard_main: F,
+) -> io::Result<()>
 where
     C: Send + Sync + 'static,
     F: Fn(usize, usize, Arc<C>) -> Fut + Send + Sync + Clone + 'static,
@@ -48,7 +57,12 @@ where
         } else {
             Placement::Unbound
         };
-        let handle = LocalExecutorBuilder::new(placement)
+        let mut builder = LocalExecutorBuilder::new(placement);
+        if !idle_poll.is_zero() {
+            // glommio ignores it for an unpinned executor (it would steal a shared core).
+            builder = builder.spin_before_park(idle_poll);
+        }
+        let handle = builder
             .name(&format!("strand-shard-{id}"))
             .io_memory(limits::EXECUTOR_IO_MEMORY_BYTES)
             .spawn(move || async move { f(id, n, cfg).await })
