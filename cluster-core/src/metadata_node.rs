@@ -330,7 +330,10 @@ impl MetadataNode {
             let offset = record_offset(index, i);
             if let Applied::Rejected(code, why) = self.image.apply(offset, r) {
                 first_rejection.get_or_insert((code, why));
-            } else if let Some(c) = self.controller.as_mut() {
+            }
+            // Applied or rejected, a committed record settles what the controller had in
+            // flight for it (a rejected change is repaired afresh, as in `sim.rs`).
+            if let Some(c) = self.controller.as_mut() {
                 c.observe(r);
             }
             last_offset = offset;
