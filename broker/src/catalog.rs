@@ -36,6 +36,10 @@ pub struct Catalog {
     /// Group configs (Kafka 4.x, for KIP-848 groups): stored and described.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Cluster mode: the metadata image this catalog was made from (leaders, epochs,
+    /// replicas, brokers); `None` on a single node. Never written to `topics.toml`.
+    #[serde(skip)]
+    pub cluster: Option<std::sync::Arc<crate::cluster::view::ClusterView>>,
 }
 
 static EMPTY: BTreeMap<String, String> = BTreeMap::new();

@@ -75,6 +75,8 @@ pub struct BrokerConfig {
     /// `idle.poll.time.us` (Seastar's and Redpanda's `--idle-poll-time-us`): a pinned shard
     /// with nothing to do polls this long before it sleeps; 0 sleeps at once.
     pub idle_poll_time_us: u64,
+    /// Cluster mode (`node.id` and friends, `cluster_config`); `None`: a single node.
+    pub cluster: Option<crate::cluster_config::ClusterConfig>,
 }
 
 /// Kafka's `log.cleaner.*` broker settings.
@@ -124,6 +126,7 @@ impl Default for BrokerConfig {
             offsets_topic_segment_bytes: 100 << 20,
             io_properties_file: None,
             idle_poll_time_us: IDLE_POLL_TIME_US_DEFAULT,
+            cluster: None,
         }
     }
 }
@@ -203,6 +206,28 @@ pub struct FileConfig {
     pub io_properties_file: Option<PathBuf>,
     #[serde(rename = "idle.poll.time.us")]
     pub idle_poll_time_us: Option<u64>,
+    #[serde(rename = "node.id")]
+    pub node_id: Option<i32>,
+    #[serde(rename = "controller.quorum.voters")]
+    pub controller_quorum_voters: Option<String>,
+    #[serde(rename = "cluster.id")]
+    pub cluster_id: Option<String>,
+    #[serde(rename = "advertised.listeners")]
+    pub advertised_listeners: Option<String>,
+    #[serde(rename = "cluster.tls.ca.location")]
+    pub cluster_tls_ca: Option<PathBuf>,
+    #[serde(rename = "cluster.tls.certificate.location")]
+    pub cluster_tls_certificate: Option<PathBuf>,
+    #[serde(rename = "cluster.tls.key.location")]
+    pub cluster_tls_key: Option<PathBuf>,
+    #[serde(rename = "default.replication.factor")]
+    pub default_replication_factor: Option<i16>,
+    #[serde(rename = "broker.session.timeout.ms")]
+    pub broker_session_timeout_ms: Option<u64>,
+    #[serde(rename = "broker.heartbeat.interval.ms")]
+    pub broker_heartbeat_interval_ms: Option<u64>,
+    #[serde(rename = "controller.quorum.election.timeout.ms")]
+    pub controller_quorum_election_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -303,6 +328,21 @@ impl BrokerConfig {
             self.transaction_max_timeout_ms,
             f.transaction_max_timeout_ms
         );
+        self.cluster = crate::cluster_config::ClusterKeys {
+            node_id: f.node_id,
+            voters: f.controller_quorum_voters,
+            cluster_id: f.cluster_id,
+            advertised_listeners: f.advertised_listeners,
+            tls_ca: f.cluster_tls_ca,
+            tls_certificate: f.cluster_tls_certificate,
+            tls_key: f.cluster_tls_key,
+            default_replication_factor: f.default_replication_factor,
+            broker_session_timeout_ms: f.broker_session_timeout_ms,
+            broker_heartbeat_interval_ms: f.broker_heartbeat_interval_ms,
+            election_timeout_ms: f.controller_quorum_election_timeout_ms,
+        }
+        .resolve()
+        .map_err(|e| ConfigError(e.0))?;
         Ok(())
     }
 

@@ -48,6 +48,8 @@ pub mod admission;
 pub mod auto_create;
 pub mod catalog;
 pub mod cluster;
+pub mod cluster_config;
+pub mod cluster_member;
 pub mod config;
 pub mod disk_space;
 pub mod dynamic_configs;

@@ -31,7 +31,9 @@ pub const DATA_FORMAT_VERSION: u32 = 1;
 const META_FILE: &str = "strand.meta";
 
 /// Creates the data directory or checks its format version; returns the cluster id kept there.
-pub fn prepare_data_dir(dir: &Path) -> io::Result<String> {
+/// In cluster mode `want` is the configured `cluster.id`: a new directory records it, an
+/// existing one must already hold it (Kafka's INCONSISTENT_CLUSTER_ID, at start-up).
+pub fn prepare_data_dir(dir: &Path, want: Option<&str>) -> io::Result<String> {
     std::fs::create_dir_all(dir)?;
     let meta = dir.join(META_FILE);
     match std::fs::read_to_string(&meta) {
@@ -51,10 +53,24 @@ pub fn prepare_data_dir(dir: &Path) -> io::Result<String> {
                     ),
                 ));
             }
-            Ok(field("cluster_id = ").unwrap_or_else(|| "strand".to_string()))
+            let have = field("cluster_id = ").unwrap_or_else(|| "strand".to_string());
+            match want {
+                Some(want) if want != have => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{} belongs to cluster {have:?} but cluster.id is {want:?}: use another \
+                         data directory (a single-node directory cannot join a cluster yet)",
+                        dir.display()
+                    ),
+                )),
+                _ => Ok(have),
+            }
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let cluster_id = uuid::Uuid::new_v4().simple().to_string();
+            let cluster_id = match want {
+                Some(id) => id.to_string(),
+                None => uuid::Uuid::new_v4().simple().to_string(),
+            };
             std::fs::write(
                 &meta,
                 format!("format_version = {DATA_FORMAT_VERSION}\ncluster_id = \"{cluster_id}\"\n"),
@@ -69,8 +85,23 @@ pub fn prepare_data_dir(dir: &Path) -> io::Result<String> {
 /// Runs the broker until the process is stopped.
 pub fn serve(config: BrokerConfig) -> io::Result<()> {
     crate::memory::configure_allocator();
-    let cluster_id = prepare_data_dir(&config.data_dir)?;
+    let want_id = config.cluster.as_ref().map(|c| c.cluster_id.as_str());
+    let cluster_id = prepare_data_dir(&config.data_dir, want_id)?;
     let shards = shard_count(config.cores);
+    // Cluster mode: the controller executor's inbox, and the shards' handle to it.
+    let creds = config
+        .cluster
+        .as_ref()
+        .map(crate::cluster_member::load_credentials)
+        .transpose()?;
+    let (calls_tx, calls_rx) = futures_channel::mpsc::unbounded();
+    let handle = config
+        .cluster
+        .as_ref()
+        .map(|c| crate::cluster::handle::ClusterHandle {
+            node_id: c.node_id,
+            calls: calls_tx,
+        });
     info!(listen = %config.listen, data_dir = %config.data_dir.display(), shards, "starting strand");
     let storage = crate::host::storage_options(&config)?;
     crate::host::warn_on_tuning(&config.data_dir);
@@ -94,6 +125,7 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
             strand_tuning::host::nofile_limit().map(|l| l.soft),
         ),
         auto_create: Default::default(),
+        cluster: handle,
     });
     info!(
         max_connections = shared.admission.max_total(),
@@ -101,7 +133,36 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
     );
     // Each shard takes its own receiver once, at start-up.
     let inboxes = Arc::new(Mutex::new(mesh.receivers));
-    let (doorbells, ends) = crate::runtime::wake::doorbells(shards);
+    // In cluster mode the controller executor is one more doorbell peer (index `shards`).
+    let peers = shards + usize::from(config.cluster.is_some());
+    let (doorbells, mut ends) = crate::runtime::wake::doorbells(peers);
+    if let (Some(cluster), Some(creds)) = (config.cluster.clone(), creds) {
+        let bells = ends
+            .pop()
+            .ok_or_else(|| io::Error::other("no doorbells for the controller executor"))?;
+        let client = match &cluster.advertised {
+            Some(a) => a.clone(),
+            None => {
+                let a: std::net::SocketAddr = config
+                    .listen
+                    .parse()
+                    .map_err(|e| io::Error::other(format!("listen {:?}: {e}", config.listen)))?;
+                (a.ip().to_string(), a.port())
+            }
+        };
+        crate::cluster_member::spawn(crate::cluster_member::MemberStart {
+            cluster,
+            creds,
+            shards,
+            client,
+            data_dir: config.data_dir.clone(),
+            num_partitions: config.num_partitions,
+            senders: shared.senders.clone(),
+            calls: calls_rx,
+            doorbells: Arc::clone(&doorbells),
+            bells,
+        })?;
+    }
     let ends: Arc<Mutex<Vec<Option<crate::runtime::wake::ShardDoorbells>>>> =
         Arc::new(Mutex::new(ends.into_iter().map(Some).collect()));
     crate::shutdown::install(shards)?;
@@ -131,35 +192,44 @@ async fn shard_main(
     crate::runtime::wake::start(id, doorbells, bells).await;
     let node = Node::new(id, Arc::clone(&shared));
     let data_dir = shared.config.data_dir.clone();
-    let catalog = glommio::executor()
-        .spawn_blocking(move || Catalog::load(&data_dir))
-        .await?;
+    let catalog = match &shared.config.cluster {
+        // The cluster's topics come from the metadata image (the publisher), not topics.toml.
+        Some(c) => Catalog {
+            cluster: Some(Arc::new(crate::cluster::view::ClusterView::empty(
+                c.node_id,
+                &c.cluster_id,
+            ))),
+            ..Catalog::default()
+        },
+        None => {
+            glommio::executor()
+                .spawn_blocking(move || Catalog::load(&data_dir))
+                .await?
+        }
+    };
     node.apply_catalog(Arc::new(catalog)).await;
     glommio::spawn_local(Rc::clone(&node).run_inbox(inbox)).detach();
     node.spawn_group_ticker();
     node.spawn_lag_probe();
-    if id == 0 {
-        // Kafka's settings for its internal topics: compacted, small segments.
-        let segment_bytes = shared.config.offsets_topic_segment_bytes;
-        for (name, partitions) in [
-            (OFFSETS_TOPIC, OFFSETS_PARTITIONS),
-            (TXN_TOPIC, TXN_PARTITIONS),
-        ] {
-            if node.catalog().topics.contains_key(name) {
-                continue;
+    if id == 0 && shared.config.cluster.is_none() {
+        create_internal_topics(&node).await;
+    } else if id == 0 {
+        // In a cluster the controller may not be elected yet: ask until the topics exist.
+        let node = Rc::clone(&node);
+        glommio::spawn_local(async move {
+            loop {
+                create_internal_topics(&node).await;
+                let catalog = node.catalog();
+                if [OFFSETS_TOPIC, TXN_TOPIC]
+                    .iter()
+                    .all(|t| catalog.topics.contains_key(*t))
+                {
+                    break;
+                }
+                glommio::timer::sleep(Duration::from_secs(1)).await;
             }
-            let topic = NewTopic {
-                name: name.to_string(),
-                partitions,
-                configs: [
-                    ("cleanup.policy".to_string(), "compact".to_string()),
-                    ("segment.bytes".to_string(), segment_bytes.to_string()),
-                ]
-                .into(),
-            };
-            node.change_catalog(CatalogOp::Create(vec![topic]), false)
-                .await;
-        }
+        })
+        .detach();
     }
     node.spawn_txn_ticker();
     spawn_housekeeping(Rc::clone(&node));
@@ -205,6 +275,31 @@ async fn shard_main(
             }
         })
         .detach();
+    }
+}
+
+/// Creates `__consumer_offsets` and `__transaction_state` if missing, with Kafka's settings
+/// for them: compacted, small segments.
+async fn create_internal_topics(node: &Node) {
+    let segment_bytes = node.config().offsets_topic_segment_bytes;
+    for (name, partitions) in [
+        (OFFSETS_TOPIC, OFFSETS_PARTITIONS),
+        (TXN_TOPIC, TXN_PARTITIONS),
+    ] {
+        if node.catalog().topics.contains_key(name) {
+            continue;
+        }
+        let topic = NewTopic {
+            name: name.to_string(),
+            partitions,
+            configs: [
+                ("cleanup.policy".to_string(), "compact".to_string()),
+                ("segment.bytes".to_string(), segment_bytes.to_string()),
+            ]
+            .into(),
+        };
+        node.change_catalog(CatalogOp::Create(vec![topic]), false)
+            .await;
     }
 }
 
@@ -332,9 +427,25 @@ mod tests {
     #[test]
     fn data_dir_version_is_checked() {
         let dir = tempfile::tempdir().expect("tempdir");
-        prepare_data_dir(dir.path()).expect("fresh");
-        prepare_data_dir(dir.path()).expect("same version");
+        prepare_data_dir(dir.path(), None).expect("fresh");
+        prepare_data_dir(dir.path(), None).expect("same version");
         std::fs::write(dir.path().join(META_FILE), "format_version = 99\n").expect("write");
-        assert!(prepare_data_dir(dir.path()).is_err());
+        assert!(prepare_data_dir(dir.path(), None).is_err());
+    }
+
+    #[test]
+    fn a_cluster_data_dir_keeps_its_cluster_id() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let id = prepare_data_dir(dir.path(), Some("blue")).expect("fresh");
+        assert_eq!(id, "blue");
+        assert_eq!(
+            prepare_data_dir(dir.path(), Some("blue")).expect("same"),
+            "blue"
+        );
+        let e = prepare_data_dir(dir.path(), Some("green")).expect_err("another cluster");
+        assert!(e.to_string().contains("cluster.id"), "{e}");
+        let single = tempfile::tempdir().expect("tempdir");
+        prepare_data_dir(single.path(), None).expect("single node");
+        assert!(prepare_data_dir(single.path(), Some("blue")).is_err());
     }
 }

@@ -30,6 +30,7 @@ const LEAVES: &[&str] = &[
     "disk_space",
     "memory",
     "cluster",
+    "cluster_config",
 ];
 const UPPER: &[&str] = &[
     "node",
@@ -38,6 +39,7 @@ const UPPER: &[&str] = &[
     "group_service",
     "txn_service",
     "admin_http",
+    "cluster_member",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

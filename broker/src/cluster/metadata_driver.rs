@@ -125,6 +125,12 @@ impl MetadataDriver {
         )
     }
 
+    /// A listener fired on the next change (an entry or snapshot applied, an answer, a leader
+    /// change, a stop): take it before looking at the state, then await it.
+    pub fn listen(&self) -> event_listener::EventListener {
+        self.inner.changed.listen()
+    }
+
     /// The metadata log offset applied here.
     pub fn applied_offset(&self) -> u64 {
         self.inner.node.borrow().image().applied_offset

@@ -10,11 +10,15 @@
 //!   `MetadataNode` applying the log to the image and, on the leader, acting as the active
 //!   controller; answers brokers' controller requests over the link.
 //! - [`broker_session`]: this node's broker registering and heartbeating with the controller.
+//! - [`view`]: the image as shards see it (`ClusterView`, immutable, inside the catalog).
+//! - [`handle`]: a shard's way to the controller executor (`ClusterHandle::call`).
 //!
-//! Arrows: `cluster` imports `strand-cluster-core`, `limits` and `runtime`; nothing in the
-//! broker imports `cluster` yet (serving partitions from the image comes next, #17).
+//! Arrows: `cluster` imports `strand-cluster-core`, `limits` and `runtime`; `catalog` holds a
+//! `ClusterView`, `cluster_member` (process wiring) starts the drivers and feeds the shards.
 
 pub mod broker_session;
+pub mod handle;
 pub mod link;
 pub mod metadata_driver;
 pub mod quorum_driver;
+pub mod view;

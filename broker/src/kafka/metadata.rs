@@ -10,7 +10,8 @@ use strand_wire::kafka::messages::{BrokerId, MetadataRequest, MetadataResponse, 
 use strand_wire::kafka::protocol::StrBytes;
 use strand_wire::ErrorCode;
 
-use super::{advertised, authorized, is_internal_topic, NODE_ID};
+use super::brokers::{brokers, controller_id, placement};
+use super::{authorized, is_internal_topic};
 use crate::catalog::{CatalogOp, NewTopic};
 use crate::node::Node;
 use tracing::debug;
@@ -64,15 +65,20 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
         }
     }
     let catalog = node.catalog();
-    let (host, port) = advertised(node);
-    let mut broker = MetadataResponseBroker::default();
-    broker.node_id = BrokerId(NODE_ID);
-    broker.host = StrBytes::from_string(host);
-    broker.port = port;
     let mut r = MetadataResponse::default();
-    r.brokers = vec![broker];
+    r.brokers = brokers(node, &catalog)
+        .into_iter()
+        .map(|b| {
+            let mut broker = MetadataResponseBroker::default();
+            broker.node_id = BrokerId(b.id);
+            broker.host = StrBytes::from_string(b.host);
+            broker.port = b.port;
+            broker.rack = b.rack.map(StrBytes::from_string);
+            broker
+        })
+        .collect();
     r.cluster_id = Some(StrBytes::from_string(node.shared.cluster_id.clone()));
-    r.controller_id = BrokerId(NODE_ID);
+    r.controller_id = BrokerId(controller_id(node, &catalog));
     if req.include_cluster_authorized_operations && (8..=10).contains(&version) {
         r.cluster_authorized_operations = authorized::CLUSTER;
     }
@@ -98,12 +104,16 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
                 }
                 t.partitions = (0..meta.partitions)
                     .map(|p| {
+                        let at = placement(node, &catalog, &name, p);
                         let mut part = MetadataResponsePartition::default();
                         part.partition_index = p;
-                        part.leader_id = BrokerId(NODE_ID);
-                        part.leader_epoch = 0;
-                        part.replica_nodes = vec![BrokerId(NODE_ID)];
-                        part.isr_nodes = vec![BrokerId(NODE_ID)];
+                        if at.leader < 0 {
+                            part.error_code = ErrorCode::LeaderNotAvailable.code();
+                        }
+                        part.leader_id = BrokerId(at.leader);
+                        part.leader_epoch = at.leader_epoch;
+                        part.replica_nodes = at.replicas.into_iter().map(BrokerId).collect();
+                        part.isr_nodes = at.isr.into_iter().map(BrokerId).collect();
                         part
                     })
                     .collect();

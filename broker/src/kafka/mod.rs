@@ -18,6 +18,7 @@ pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod authorized;
+pub mod brokers;
 pub mod conn;
 pub mod create_partitions;
 pub mod create_topics;

@@ -30,6 +30,9 @@ use crate::storage::{AppendError, Offset, PartitionLog, ReadError, ReadOut, Stor
 
 pub use crate::storage::TopicPartition;
 
+mod cluster;
+pub use cluster::SINGLE_NODE_ID;
+
 /// Result of a produce on one partition: base offset and log start, or an error code.
 pub type ProduceOutcome = Result<(Offset, Offset), ErrorCode>;
 /// Result of a read on one partition.
@@ -160,6 +163,8 @@ pub struct NodeShared {
     pub disk: Arc<crate::disk_space::DiskSpace>,
     /// Topic auto-creation's per-request cap and rate.
     pub auto_create: crate::auto_create::AutoCreate,
+    /// Cluster mode: the way to the controller executor (`None`: a single node).
+    pub cluster: Option<crate::cluster::handle::ClusterHandle>,
 }
 
 pub struct Node {
@@ -381,8 +386,9 @@ impl Node {
         batch: BytesMut,
         durable: bool,
     ) -> Completion {
-        let Some(log) = self.local(tp) else {
-            return ready(Err(ErrorCode::UnknownTopicOrPartition));
+        let log = match self.led(tp) {
+            Ok(log) => log,
+            Err(code) => return ready(Err(code)),
         };
         let started = std::time::Instant::now();
         let result = log.append(batch, crate::runtime::clock::now_ms()).await;
@@ -513,9 +519,7 @@ impl Node {
         bytes_max: usize,
         committed: bool,
     ) -> ReadOutcome {
-        let Some(log) = self.local(tp) else {
-            return Err(ErrorCode::UnknownTopicOrPartition);
-        };
+        let log = self.led(tp)?;
         let read = if committed {
             log.read_committed(offset, bytes_max).await
         } else {
@@ -565,9 +569,7 @@ impl Node {
         timestamp_ms: i64,
         committed: bool,
     ) -> OffsetsOutcome {
-        let Some(log) = self.local(tp) else {
-            return Err(ErrorCode::UnknownTopicOrPartition);
-        };
+        let log = self.led(tp)?;
         match timestamp_ms {
             -2 => Ok((log.log_start(), -1)),
             -1 if committed => Ok((log.last_stable(), -1)),
@@ -607,7 +609,7 @@ impl Node {
         tp: &TopicPartition,
         before: Offset,
     ) -> Result<Offset, ErrorCode> {
-        let log = self.local(tp).ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        let log = self.led(tp)?;
         match log.delete_records(before).await {
             Ok(Some(start)) => {
                 info!(topic = %tp.0, partition = tp.1, log_start = %start, "records deleted");
@@ -623,6 +625,11 @@ impl Node {
 
     /// Changes the catalog through the controller (shard 0); one result per item.
     pub async fn change_catalog(&self, op: CatalogOp, validate_only: bool) -> AdminOutcome {
+        if let Some(handle) = self.shared.cluster.clone() {
+            return self
+                .change_through_controller(&handle, op, validate_only)
+                .await;
+        }
         if self.shard == 0 {
             return self.controller(op, validate_only).await;
         }
@@ -722,6 +729,7 @@ impl Node {
                     .topics
                     .get(&tp.0)
                     .is_none_or(|t| tp.1 >= t.partitions)
+                    || !self.hosts(&catalog, tp)
             })
             .map(|(tp, log)| (tp.clone(), log.clone()))
             .collect();
@@ -745,7 +753,7 @@ impl Node {
         for (name, meta) in &catalog.topics {
             for p in 0..meta.partitions {
                 let tp = (name.clone(), p);
-                if self.owner(&tp) != self.shard || self.partitions.borrow().contains_key(&tp) {
+                if !self.hosts(&catalog, &tp) || self.partitions.borrow().contains_key(&tp) {
                     continue;
                 }
                 let dir = config.data_dir.join(format!("{name}-{p}"));

@@ -1,0 +1,274 @@
+//! Cluster mode's process wiring (`node.id` set): a controller executor of its own thread
+//! beside the shards runs this node's metadata side and feeds the shards.
+//!
+//! - [`MetadataDriver`]: this node's quorum voter and metadata node (the active controller
+//!   when its voter leads), over the QUIC cluster link;
+//! - [`broker_session::run`]: registers this broker and heartbeats; a refusal
+//!   (DUPLICATE_BROKER_REGISTRATION, INCONSISTENT_CLUSTER_ID) stops the process: it must not
+//!   serve as someone else;
+//! - the publisher: on every image or controller change, a `ClusterView` and the catalog
+//!   made from it go to every shard (`ShardMsg::ApplyCatalog`), latest image only, one at a
+//!   time; `published` records the offset every shard has applied;
+//! - shards' controller calls (`ClusterHandle`): asked of the active controller, answered
+//!   once every shard has applied the answer's metadata offset (read-your-writes).
+//!
+//! The executor is a doorbell peer of the shards (`wake::doorbells(shards + 1)`, index
+//! `shards`), so awaits in both directions go through `wake::cross`.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use event_listener::Event;
+use futures_channel::{mpsc, oneshot};
+use futures_lite::StreamExt;
+use strand_cluster_core::controller::ControllerConfig;
+use strand_cluster_core::limits::{CONTROLLER_REQUEST_TIMEOUT_MS, METADATA_SNAPSHOT_EVERY_ENTRIES};
+use strand_cluster_core::records::{BrokerRegistration, Endpoint};
+use strand_cluster_core::transport::tls::NodeCredentials;
+use tracing::{error, info};
+
+use crate::catalog::{Catalog, TopicMeta};
+use crate::cluster::broker_session::{self, BrokerSession};
+use crate::cluster::handle::ControllerCall;
+use crate::cluster::metadata_driver::{MetadataDriver, MetadataSpec};
+use crate::cluster::quorum_driver::VoterSpec;
+use crate::cluster::view::ClusterView;
+use crate::cluster_config::ClusterConfig;
+use crate::node::ShardMsg;
+use crate::runtime::wake::{self, Doorbells, ShardDoorbells};
+
+/// Kafka's producer-id block size (`AllocateProducerIds`).
+const PRODUCER_ID_BLOCK_SIZE: i64 = 1_000;
+/// The metadata quorum's directory under the data directory (Kafka's name).
+pub const METADATA_DIR: &str = "__cluster_metadata-0";
+
+/// What the controller executor needs, made by `server::serve` before the shards start.
+pub struct MemberStart {
+    pub cluster: ClusterConfig,
+    pub creds: NodeCredentials,
+    pub shards: usize,
+    /// Where clients reach this broker (advertised listener, else the listen address).
+    pub client: (String, u16),
+    pub data_dir: PathBuf,
+    pub num_partitions: i32,
+    pub senders: Vec<mpsc::UnboundedSender<ShardMsg>>,
+    pub calls: mpsc::UnboundedReceiver<ControllerCall>,
+    pub doorbells: Arc<Doorbells>,
+    pub bells: ShardDoorbells,
+}
+
+/// Reads the cluster transport's PEM files named by the config.
+pub fn load_credentials(c: &ClusterConfig) -> io::Result<NodeCredentials> {
+    let read = |p: &PathBuf, what: &str| {
+        std::fs::read_to_string(p)
+            .map_err(|e| io::Error::new(e.kind(), format!("{what} {}: {e}", p.display())))
+    };
+    Ok(NodeCredentials {
+        ca_pem: read(&c.tls_ca, "cluster.tls.ca.location")?,
+        cert_chain_pem: read(&c.tls_certificate, "cluster.tls.certificate.location")?,
+        key_pem: read(&c.tls_key, "cluster.tls.key.location")?,
+    })
+}
+
+/// The catalog shards use, made from a view: topics with their ids, partition counts and
+/// configs; the view rides along for leaders and brokers.
+pub fn catalog_of(view: Arc<ClusterView>) -> Catalog {
+    let topics = view
+        .topics
+        .iter()
+        .map(|(name, t)| {
+            (
+                name.clone(),
+                TopicMeta {
+                    id: uuid::Uuid::from_bytes(t.id).to_string(),
+                    partitions: t.partitions.len() as i32,
+                    configs: t.configs.clone(),
+                },
+            )
+        })
+        .collect();
+    Catalog {
+        topics,
+        broker_configs: BTreeMap::new(),
+        group_configs: BTreeMap::new(),
+        cluster: Some(view),
+    }
+}
+
+/// Starts the controller executor's thread (it lives as long as the process; a failure to
+/// start the metadata side ends the process, since the node cannot serve without it).
+pub fn spawn(start: MemberStart) -> io::Result<()> {
+    glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .name("strand-controller")
+        .spawn(move || async move {
+            if let Err(e) = run(start).await {
+                error!(error = %e, "the cluster member stopped; exiting");
+                std::process::exit(1);
+            }
+        })
+        .map(drop)
+        .map_err(|e| io::Error::other(format!("cannot start the controller executor: {e}")))
+}
+
+async fn run(start: MemberStart) -> io::Result<()> {
+    let MemberStart {
+        cluster,
+        creds,
+        shards,
+        client,
+        data_dir,
+        num_partitions,
+        senders,
+        mut calls,
+        doorbells,
+        bells,
+    } = start;
+    wake::start(shards, doorbells, bells).await;
+    let me = cluster.node_id;
+    let cluster_addr: SocketAddr = cluster.cluster_addr();
+    let driver = MetadataDriver::start(MetadataSpec {
+        voter: VoterSpec {
+            me,
+            voters: cluster.voters.clone(),
+            listen: cluster_addr,
+            dir: data_dir.join(METADATA_DIR),
+            creds,
+            election_timeout_ms: cluster.election_timeout_ms,
+        },
+        controller: ControllerConfig {
+            cluster_id: cluster.cluster_id.clone(),
+            session_timeout_ms: cluster.broker_session_timeout_ms,
+            default_partitions: num_partitions,
+            default_replication_factor: cluster.default_replication_factor,
+            producer_id_block_size: PRODUCER_ID_BLOCK_SIZE,
+        },
+        shard_of: Box::new(|topic: &str, partition: i32, shards: u32| {
+            crate::runtime::shard::shard_for(topic, partition, shards as usize) as u32
+        }),
+        snapshot_every_entries: METADATA_SNAPSHOT_EVERY_ENTRIES,
+    })?;
+    info!(node = me, cluster = %cluster_addr, "metadata quorum voter started");
+    let registration = BrokerRegistration {
+        node_id: me,
+        incarnation: uuid::Uuid::new_v4().as_u128(),
+        cluster_id: cluster.cluster_id.clone(),
+        client: Endpoint {
+            host: client.0,
+            port: client.1,
+        },
+        cluster: Endpoint {
+            host: cluster_addr.ip().to_string(),
+            port: cluster_addr.port(),
+        },
+        shards: shards as u32,
+        rack: None,
+    };
+    let session = Rc::new(BrokerSession::default());
+    let lifecycle = glommio::spawn_local(broker_session::run(
+        driver.clone(),
+        registration,
+        cluster.broker_heartbeat_interval_ms,
+        Rc::clone(&session),
+    ));
+    glommio::spawn_local(async move {
+        if let Err(why) = lifecycle.await {
+            error!(node = me, "{why}; exiting");
+            std::process::exit(1);
+        }
+    })
+    .detach();
+    let published = Rc::new(Published::default());
+    glommio::spawn_local(publisher(
+        driver.clone(),
+        senders,
+        cluster.cluster_id.clone(),
+        Rc::clone(&published),
+    ))
+    .detach();
+    while let Some(call) = wake::cross(calls.next()).await {
+        glommio::spawn_local(serve_call(driver.clone(), call, Rc::clone(&published))).detach();
+    }
+    Ok(())
+}
+
+/// The metadata offset every shard has applied, and an event fired when it moves.
+#[derive(Default)]
+struct Published {
+    offset: Cell<u64>,
+    moved: Event,
+}
+
+async fn publisher(
+    driver: MetadataDriver,
+    senders: Vec<mpsc::UnboundedSender<ShardMsg>>,
+    cluster_id: String,
+    published: Rc<Published>,
+) {
+    let mut last: Option<(u64, Option<i32>)> = None;
+    while !driver.is_stopped() {
+        let listener = driver.listen();
+        let state = (driver.applied_offset(), driver.leader().node);
+        if last == Some(state) {
+            let _ = glommio::timer::timeout(Duration::from_secs(1), async {
+                listener.await;
+                Ok(())
+            })
+            .await;
+            continue;
+        }
+        let view = Arc::new(ClusterView::from_image(
+            &driver.image(),
+            driver.me(),
+            &cluster_id,
+            state.1,
+        ));
+        let catalog = Arc::new(catalog_of(view));
+        let mut waits = Vec::with_capacity(senders.len());
+        for s in &senders {
+            let (reply, rx) = oneshot::channel();
+            let msg = ShardMsg::ApplyCatalog {
+                catalog: Arc::clone(&catalog),
+                reply,
+            };
+            if s.unbounded_send(msg).is_ok() {
+                waits.push(rx);
+            }
+        }
+        for w in waits {
+            let _ = wake::cross(w).await;
+        }
+        published.offset.set(state.0);
+        published.moved.notify(usize::MAX);
+        last = Some(state);
+    }
+}
+
+async fn serve_call(driver: MetadataDriver, call: ControllerCall, published: Rc<Published>) {
+    let limit = Duration::from_millis(CONTROLLER_REQUEST_TIMEOUT_MS);
+    let answer = driver.call(call.req, limit).await;
+    if answer.error.is_none() && answer.metadata_offset > 0 {
+        // Read-your-writes: the shards see the change before the client hears of it.
+        let end = Instant::now() + limit;
+        loop {
+            let listener = published.moved.listen();
+            if published.offset.get() >= answer.metadata_offset {
+                break;
+            }
+            let Some(left) = end.checked_duration_since(Instant::now()) else {
+                break;
+            };
+            let _ = glommio::timer::timeout(left, async {
+                listener.await;
+                Ok(())
+            })
+            .await;
+        }
+    }
+    let _ = call.reply.send(answer);
+}

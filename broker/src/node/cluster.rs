@@ -1,0 +1,118 @@
+//! What a shard does differently in cluster mode (the catalog carries a `ClusterView`): who
+//! this node is, which partitions it hosts and leads, and topic changes that go through the
+//! active controller instead of shard 0. On a single node every function here answers as the
+//! single-node broker always has.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use strand_cluster_core::controller::NewTopic as ControllerNewTopic;
+use strand_cluster_core::controller_rpc::Request;
+use strand_wire::ErrorCode;
+
+use super::{op_len, AdminOutcome, Node, TopicPartition};
+use crate::catalog::{Catalog, CatalogOp, OpResult};
+use crate::cluster::handle::ClusterHandle;
+use crate::cluster::view::ClusterView;
+use crate::storage::PartitionLog;
+
+/// The broker id of a single node (Kafka's `node.id` default for one broker).
+pub const SINGLE_NODE_ID: i32 = 0;
+
+impl Node {
+    /// This broker's id: `node.id` in a cluster, 0 on a single node.
+    pub fn node_id(&self) -> i32 {
+        self.shared
+            .cluster
+            .as_ref()
+            .map_or(SINGLE_NODE_ID, |h| h.node_id)
+    }
+
+    /// The cluster as this shard last saw it (`None` on a single node).
+    pub fn view(&self) -> Option<Arc<ClusterView>> {
+        self.catalog().cluster.clone()
+    }
+
+    /// Whether this shard should open `tp` under `catalog`: the hash says this shard, and in
+    /// a cluster the partition has a replica on this node.
+    pub(super) fn hosts(&self, catalog: &Catalog, tp: &TopicPartition) -> bool {
+        self.owner(tp) == self.shard
+            && catalog
+                .cluster
+                .as_ref()
+                .is_none_or(|v| v.hosts(&tp.0, tp.1))
+    }
+
+    /// The local log of a partition this node leads: NOT_LEADER_OR_FOLLOWER when the
+    /// partition exists in the cluster but is led elsewhere (or is offline), which sends
+    /// clients back to Metadata; UNKNOWN_TOPIC_OR_PARTITION when it does not exist.
+    pub(crate) fn led(&self, tp: &TopicPartition) -> Result<PartitionLog, ErrorCode> {
+        let view = self.catalog().cluster.clone();
+        match (self.local(tp), view) {
+            (Some(log), None) => Ok(log),
+            (Some(log), Some(v)) if v.leads(&tp.0, tp.1) => Ok(log),
+            (_, Some(v)) if v.partition(&tp.0, tp.1).is_some() => {
+                Err(ErrorCode::NotLeaderOrFollower)
+            }
+            _ => Err(ErrorCode::UnknownTopicOrPartition),
+        }
+    }
+
+    /// A topic change in cluster mode: checked against this shard's catalog (names,
+    /// partition counts, configs, existence), then asked of the active controller one topic
+    /// at a time; each answer arrives once every shard here has applied it.
+    pub(super) async fn change_through_controller(
+        &self,
+        handle: &ClusterHandle,
+        op: CatalogOp,
+        validate_only: bool,
+    ) -> AdminOutcome {
+        let mut scratch = (*self.catalog()).clone();
+        let checks = scratch.apply(&op);
+        if validate_only {
+            return checks;
+        }
+        let requests: Vec<Request> = match op {
+            CatalogOp::Create(topics) => topics
+                .into_iter()
+                .map(|t| {
+                    Request::CreateTopic(ControllerNewTopic {
+                        name: t.name,
+                        partitions: t.partitions,
+                        replication_factor: 1,
+                        configs: t.configs.into_iter().collect::<BTreeMap<_, _>>(),
+                    })
+                })
+                .collect(),
+            CatalogOp::Delete(names) => names
+                .into_iter()
+                .map(|name| Request::DeleteTopic { name })
+                .collect(),
+            other => {
+                return vec![
+                    Err((
+                        ErrorCode::InvalidRequest,
+                        "configuration changes and new partitions are not available in a cluster yet (#17)"
+                            .to_string(),
+                    ));
+                    op_len(&other)
+                ]
+            }
+        };
+        let mut out = Vec::with_capacity(requests.len());
+        for (req, check) in requests.into_iter().zip(checks) {
+            out.push(match check {
+                Ok(()) => answered(handle.call(req).await.error),
+                refused => refused,
+            });
+        }
+        out
+    }
+}
+
+fn answered(error: Option<(ErrorCode, String)>) -> OpResult {
+    match error {
+        None => Ok(()),
+        Some(e) => Err(e),
+    }
+}

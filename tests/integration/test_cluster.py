@@ -1,0 +1,238 @@
+"""#17: three real `strand serve` processes as one cluster (metadata quorum over QUIC with
+mutual TLS, development certificates from `strand cluster certs`), used by librdkafka.
+
+- every node answers Metadata with the three brokers and the same controller;
+- a topic created through one node has its partitions led by several nodes, seen alike from
+  every node; records produced through any bootstrap node go to the leaders and read back;
+- a node that does not lead a partition answers NOT_LEADER_OR_FOLLOWER;
+- consumer groups work: the coordinator is the leader of the group's offsets partition;
+- a killed node is fenced (its partitions offline), and after a restart it leads them again
+  with its records intact;
+- a data directory of another cluster is refused at start-up.
+Replication factor is 1 here: copying partitions between nodes is #18.
+"""
+import os
+import socket
+import subprocess
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import kafka_raw
+from conftest import BINARY, Broker
+
+NODES = (1, 2, 3)
+
+
+def free_udp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    def __init__(self, work, cluster_id="test-cluster"):
+        self.certs = os.path.join(work, "certs")
+        subprocess.run([BINARY, "cluster", "certs", "--out", self.certs, "--nodes",
+                        ",".join(str(n) for n in NODES)], check=True, capture_output=True)
+        voters = ",".join(f"{n}@127.0.0.1:{free_udp_port()}" for n in NODES)
+        self.brokers = {}
+        for n in NODES:
+            self.brokers[n] = Broker(os.path.join(work, f"node-{n}"), cores=2, config={
+                "node.id": n,
+                "controller.quorum.voters": voters,
+                "cluster.id": cluster_id,
+                "cluster.tls.ca.location": os.path.join(self.certs, "ca.pem"),
+                "cluster.tls.certificate.location": os.path.join(self.certs, f"node-{n}.pem"),
+                "cluster.tls.key.location": os.path.join(self.certs, f"node-{n}.key"),
+                "broker.session.timeout.ms": 3000,
+                "broker.heartbeat.interval.ms": 500,
+            })
+
+    def start(self):
+        for b in self.brokers.values():
+            b.start()
+        return self
+
+    def stop(self):
+        for b in self.brokers.values():
+            b.stop()
+
+    def bootstrap(self, *nodes):
+        return ",".join(self.brokers[n].bootstrap for n in (nodes or NODES))
+
+    def metadata(self, node, topic=None, timeout=5):
+        admin = AdminClient({"bootstrap.servers": self.brokers[node].bootstrap})
+        return admin.list_topics(topic=topic, timeout=timeout)
+
+    def until(self, what, pred, limit_s=30):
+        end = time.time() + limit_s
+        last = None
+        while time.time() < end:
+            try:
+                last = pred()
+                if last:
+                    return last
+            except Exception as e:  # noqa: BLE001 - a node still starting
+                last = e
+            time.sleep(0.2)
+        logs = "\n".join(f"--- node {n}\n{b.log()[-3000:]}" for n, b in self.brokers.items())
+        raise AssertionError(f"{what}: not within {limit_s} s (last: {last!r})\n{logs}")
+
+    def formed(self):
+        """Every node lists all three brokers and names one controller."""
+        controllers = set()
+        for n in NODES:
+            md = self.metadata(n)
+            if sorted(md.brokers) != list(NODES) or md.controller_id not in NODES:
+                return False
+            controllers.add(md.controller_id)
+        return len(controllers) == 1
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(str(tmp_path_factory.mktemp("cluster"))).start()
+    try:
+        c.until("three brokers registered, one controller", c.formed, limit_s=60)
+        yield c
+    finally:
+        c.stop()
+
+
+def leaders(md, topic):
+    return {p.id: p.leader for p in md.topics[topic].partitions.values()}
+
+
+def create(cluster, node, topic, partitions):
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[node].bootstrap})
+    fs = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+                             operation_timeout=20)
+    fs[topic].result(timeout=30)
+
+
+def test_a_topic_created_anywhere_is_spread_and_seen_alike_everywhere(cluster):
+    topic = "spread-" + uuid.uuid4().hex[:6]
+    create(cluster, 2, topic, 6)
+    # Read-your-writes on the node asked; the others follow within a moment.
+    seen = {}
+    for n in NODES:
+        seen[n] = cluster.until(
+            f"node {n} sees {topic}",
+            lambda n=n: (lambda md: leaders(md, topic) if topic in md.topics
+                         and len(md.topics[topic].partitions) == 6
+                         and all(l in NODES for l in leaders(md, topic).values())
+                         else None)(cluster.metadata(n, topic)))
+    assert seen[1] == seen[2] == seen[3], seen
+    assert len(set(seen[1].values())) >= 2, f"all partitions on one node: {seen[1]}"
+
+    # librdkafka routes each record to its partition's leader, from any bootstrap node.
+    p = Producer({"bootstrap.servers": cluster.bootstrap(1), "acks": "all",
+                  "enable.idempotence": True, "linger.ms": 5})
+    sent = 600
+    for i in range(sent):
+        p.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), partition=i % 6)
+    assert p.flush(30) == 0
+
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(3), "group.id": "g-" + topic,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, i, 0) for i in range(6)])
+    got = set()
+    end = time.time() + 30
+    while len(got) < sent and time.time() < end:
+        m = c.poll(0.5)
+        if m is None or m.error():
+            continue
+        got.add(m.value())
+    c.close()
+    assert len(got) == sent, f"read {len(got)} of {sent}"
+
+    # The node that does not lead a partition says so (clients then ask Metadata again).
+    partition, leader = next(iter(seen[1].items()))
+    other = next(n for n in NODES if n != leader)
+    rec = kafka_raw.record(0, b"k", b"v")
+    code = kafka_raw.produce(cluster.brokers[other].port, topic,
+                             kafka_raw.batch(rec, 1, 0), partition=partition)
+    assert code == 6, f"NOT_LEADER_OR_FOLLOWER expected from node {other}, got {code}"
+
+
+def test_a_consumer_group_commits_through_the_coordinating_node(cluster):
+    topic = "grouped-" + uuid.uuid4().hex[:6]
+    create(cluster, 1, topic, 3)
+    p = Producer({"bootstrap.servers": cluster.bootstrap(2)})
+    for i in range(90):
+        p.produce(topic, value=f"g{i}".encode(), partition=i % 3)
+    assert p.flush(30) == 0
+    group = "grp-" + topic
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(3), "group.id": group,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got = 0
+    end = time.time() + 40
+    while got < 90 and time.time() < end:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got += 1
+    assert got == 90, f"read {got} of 90 in the group"
+    c.commit(asynchronous=False)
+    committed = c.committed([TopicPartition(topic, i) for i in range(3)], timeout=10)
+    c.close()
+    assert sum(tp.offset for tp in committed) == 90, committed
+
+
+def test_a_killed_node_is_fenced_and_leads_again_after_a_restart(cluster):
+    topic = "fence-" + uuid.uuid4().hex[:6]
+    create(cluster, 1, topic, 6)
+    md = cluster.until("leaders known", lambda: (lambda m: m if all(
+        l in NODES for l in leaders(m, topic).values()) else None)(cluster.metadata(1, topic)))
+    victim = 3 if 3 in leaders(md, topic).values() else leaders(md, topic)[0]
+    theirs = sorted(p for p, l in leaders(md, topic).items() if l == victim)
+    p = Producer({"bootstrap.servers": cluster.bootstrap(1)})
+    for part in theirs:
+        for i in range(10):
+            p.produce(topic, value=f"{part}-{i}".encode(), partition=part)
+    assert p.flush(30) == 0
+    survivor = next(n for n in NODES if n != victim)
+
+    cluster.brokers[victim].kill9()
+    # Fenced after broker.session.timeout.ms: gone from the broker list, partitions offline.
+    cluster.until(f"node {victim} fenced", lambda: (lambda m: victim not in m.brokers and all(
+        m.topics[topic].partitions[q].leader == -1 for q in theirs))(
+            cluster.metadata(survivor, topic)), limit_s=30)
+
+    cluster.brokers[victim].start()
+    cluster.until(f"node {victim} leads again", lambda: (lambda m: victim in m.brokers and all(
+        m.topics[topic].partitions[q].leader == victim for q in theirs))(
+            cluster.metadata(survivor, topic)), limit_s=60)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(survivor), "group.id": "x",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, q, 0) for q in theirs])
+    got = 0
+    end = time.time() + 30
+    while got < 10 * len(theirs) and time.time() < end:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got += 1
+    c.close()
+    assert got == 10 * len(theirs), f"read {got} of {10 * len(theirs)} after the restart"
+
+
+def test_a_data_directory_of_another_cluster_is_refused(tmp_path, cluster):
+    node = cluster.brokers[1]
+    other = Broker(str(tmp_path / "copy"), cores=1, config={**node.config,
+                                                            "cluster.id": "another-cluster"})
+    os.makedirs(other.data_dir, exist_ok=True)
+    with open(os.path.join(other.data_dir, "strand.meta"), "w") as f:
+        f.write('format_version = 1\ncluster_id = "test-cluster"\n')
+    with pytest.raises(RuntimeError, match="cluster.id"):
+        other.start()
+
+
+def test_cluster_settings_without_node_id_are_refused(tmp_path):
+    b = Broker(str(tmp_path / "d"), cores=1, config={
+        "controller.quorum.voters": "1@127.0.0.1:1"})
+    with pytest.raises(RuntimeError, match="node.id"):
+        b.start()
