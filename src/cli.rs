@@ -123,6 +123,17 @@ pub enum ClusterCmd {
     /// A development CA and a certificate for each node, for the cluster transport's mutual
     /// TLS: DIR/ca.pem, DIR/ca.key, DIR/node-N.pem, DIR/node-N.key. Production clusters use
     /// certificates from their own CA, issued for the DNS name `node-<node.id>`.
+    /// A local cluster: N `strand serve` processes on 127.0.0.1 (configs, pid files, logs and
+    /// data under DIR/node-N); prints `bootstrap: ...`, stops them all on Ctrl-C.
+    Start {
+        #[arg(long, default_value_t = 3)]
+        nodes: u32,
+        #[arg(long, default_value = "./strand-cluster")]
+        dir: std::path::PathBuf,
+        /// Shards (cores) per node.
+        #[arg(long, default_value_t = 1)]
+        cores_per_node: usize,
+    },
     Certs {
         /// Where the files go (created; existing files are not overwritten).
         #[arg(long)]
@@ -561,6 +572,14 @@ pub fn group(conn: Conn, cmd: GroupCmd) -> ExitCode {
 }
 
 pub fn cluster(conn: Conn, cmd: ClusterCmd) -> ExitCode {
+    if let ClusterCmd::Start {
+        nodes,
+        dir,
+        cores_per_node,
+    } = cmd
+    {
+        return crate::local_cluster::start(&dir, nodes, cores_per_node);
+    }
     if let ClusterCmd::Certs { out, nodes } = cmd {
         return match crate::certs::write_dev_certs(&out, &nodes) {
             Ok(written) => {

@@ -28,15 +28,17 @@ use event_listener::Event;
 use futures_channel::{mpsc, oneshot};
 use futures_lite::StreamExt;
 use strand_cluster_core::controller::ControllerConfig;
+use strand_cluster_core::controller_rpc::Request;
 use strand_cluster_core::limits::{CONTROLLER_REQUEST_TIMEOUT_MS, METADATA_SNAPSHOT_EVERY_ENTRIES};
 use strand_cluster_core::records::{BrokerRegistration, Endpoint};
 use strand_cluster_core::transport::tls::NodeCredentials;
-use tracing::{error, info};
+use tracing::{debug, error, info};
 
 use crate::catalog::{Catalog, TopicMeta};
 use crate::cluster::broker_session::{self, BrokerSession};
 use crate::cluster::handle::ControllerCall;
 use crate::cluster::metadata_driver::{MetadataDriver, MetadataSpec};
+use crate::cluster::producer_ids::ProducerIdBlocks;
 use crate::cluster::quorum_driver::VoterSpec;
 use crate::cluster::view::ClusterView;
 use crate::cluster_config::ClusterConfig;
@@ -61,6 +63,8 @@ pub struct MemberStart {
     pub calls: mpsc::UnboundedReceiver<ControllerCall>,
     pub doorbells: Arc<Doorbells>,
     pub bells: ShardDoorbells,
+    /// The shards' producer ids, refilled here from the controller.
+    pub producer_ids: Arc<ProducerIdBlocks>,
 }
 
 /// Reads the cluster transport's PEM files named by the config.
@@ -128,6 +132,7 @@ async fn run(start: MemberStart) -> io::Result<()> {
         mut calls,
         doorbells,
         bells,
+        producer_ids,
     } = start;
     wake::start(shards, doorbells, bells).await;
     let me = cluster.node_id;
@@ -183,6 +188,7 @@ async fn run(start: MemberStart) -> io::Result<()> {
         }
     })
     .detach();
+    glommio::spawn_local(refill_producer_ids(driver.clone(), producer_ids)).detach();
     let published = Rc::new(Published::default());
     glommio::spawn_local(publisher(
         driver.clone(),
@@ -246,6 +252,28 @@ async fn publisher(
         published.offset.set(state.0);
         published.moved.notify(usize::MAX);
         last = Some(state);
+    }
+}
+
+/// Keeps a spare producer-id block ready for the shards (asked again every 100 ms until the
+/// controller answers: it needs this broker registered first).
+async fn refill_producer_ids(driver: MetadataDriver, blocks: Arc<ProducerIdBlocks>) {
+    let limit = Duration::from_millis(CONTROLLER_REQUEST_TIMEOUT_MS);
+    while !driver.is_stopped() {
+        if blocks.wants_block() {
+            let req = Request::AllocateProducerIds {
+                node_id: driver.me(),
+            };
+            let a = driver.call(req, limit).await;
+            match (a.error, a.producer_ids) {
+                (None, Some((first, size))) if first >= 0 && size > 0 => {
+                    blocks.add_block(first, size);
+                    continue;
+                }
+                (error, _) => debug!(?error, "no producer-id block yet; asking again"),
+            }
+        }
+        glommio::timer::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -75,6 +75,8 @@ pub struct BrokerConfig {
     /// `idle.poll.time.us` (Seastar's and Redpanda's `--idle-poll-time-us`): a pinned shard
     /// with nothing to do polls this long before it sleeps; 0 sleeps at once.
     pub idle_poll_time_us: u64,
+    /// Where `serve` writes its process id at start (`pid.file`; Redpanda's `pid_file`).
+    pub pid_file: Option<PathBuf>,
     /// Cluster mode (`node.id` and friends, `cluster_config`); `None`: a single node.
     pub cluster: Option<crate::cluster_config::ClusterConfig>,
 }
@@ -126,6 +128,7 @@ impl Default for BrokerConfig {
             offsets_topic_segment_bytes: 100 << 20,
             io_properties_file: None,
             idle_poll_time_us: IDLE_POLL_TIME_US_DEFAULT,
+            pid_file: None,
             cluster: None,
         }
     }
@@ -206,6 +209,8 @@ pub struct FileConfig {
     pub io_properties_file: Option<PathBuf>,
     #[serde(rename = "idle.poll.time.us")]
     pub idle_poll_time_us: Option<u64>,
+    #[serde(rename = "pid.file")]
+    pub pid_file: Option<PathBuf>,
     #[serde(rename = "node.id")]
     pub node_id: Option<i32>,
     #[serde(rename = "controller.quorum.voters")]
@@ -273,6 +278,9 @@ impl BrokerConfig {
         }
         if f.io_properties_file.is_some() {
             self.io_properties_file = f.io_properties_file;
+        }
+        if f.pid_file.is_some() {
+            self.pid_file = f.pid_file;
         }
         set!(log.segment_bytes, f.segment_bytes);
         set!(log.segment_ms, f.segment_ms);

@@ -236,3 +236,9 @@ pub const AUTO_CREATE_PARTITIONS_PER_SEC: u64 = 1_000;
 /// 1 MiB produce batch or fetch read costs one mmap and its page faults (~30 us), and the
 /// broker's RSS comes back after a burst instead of staying at its peak.
 pub const ALLOCATOR_MMAP_THRESHOLD_BYTES: usize = 1 << 20;
+
+/// Cluster mode: how long shard 0 waits for every voter to register before asking the
+/// controller for the internal topics (`__consumer_offsets`, `__transaction_state`):
+/// placement spreads their leaders over the brokers registered then. After this, a node
+/// that is down does not hold the others back.
+pub const INTERNAL_TOPICS_WAIT_MS: u64 = 30_000;

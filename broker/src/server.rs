@@ -85,6 +85,10 @@ pub fn prepare_data_dir(dir: &Path, want: Option<&str>) -> io::Result<String> {
 /// Runs the broker until the process is stopped.
 pub fn serve(config: BrokerConfig) -> io::Result<()> {
     crate::memory::configure_allocator();
+    if let Some(path) = &config.pid_file {
+        std::fs::write(path, format!("{}\n", std::process::id()))
+            .map_err(|e| io::Error::new(e.kind(), format!("pid.file {}: {e}", path.display())))?;
+    }
     let want_id = config.cluster.as_ref().map(|c| c.cluster_id.as_str());
     let cluster_id = prepare_data_dir(&config.data_dir, want_id)?;
     let shards = shard_count(config.cores);
@@ -101,6 +105,7 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
         .map(|c| crate::cluster::handle::ClusterHandle {
             node_id: c.node_id,
             calls: calls_tx,
+            producer_ids: Default::default(),
         });
     info!(listen = %config.listen, data_dir = %config.data_dir.display(), shards, "starting strand");
     let storage = crate::host::storage_options(&config)?;
@@ -133,6 +138,9 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
     );
     // Each shard takes its own receiver once, at start-up.
     let inboxes = Arc::new(Mutex::new(mesh.receivers));
+    // Stop signals are blocked before any thread starts (the controller executor too), so
+    // only the signal thread takes them.
+    crate::shutdown::install(shards)?;
     // In cluster mode the controller executor is one more doorbell peer (index `shards`).
     let peers = shards + usize::from(config.cluster.is_some());
     let (doorbells, mut ends) = crate::runtime::wake::doorbells(peers);
@@ -161,11 +169,15 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
             calls: calls_rx,
             doorbells: Arc::clone(&doorbells),
             bells,
+            producer_ids: shared
+                .cluster
+                .as_ref()
+                .map(|h| Arc::clone(&h.producer_ids))
+                .unwrap_or_default(),
         })?;
     }
     let ends: Arc<Mutex<Vec<Option<crate::runtime::wake::ShardDoorbells>>>> =
         Arc::new(Mutex::new(ends.into_iter().map(Some).collect()));
-    crate::shutdown::install(shards)?;
     let idle_poll = std::time::Duration::from_micros(config.idle_poll_time_us);
     run_shards(
         shards,
@@ -215,9 +227,21 @@ async fn shard_main(
         create_internal_topics(&node).await;
     } else if id == 0 {
         // In a cluster the controller may not be elected yet: ask until the topics exist.
+        // Placement balances leaders over the brokers registered at that moment, so wait
+        // (up to `INTERNAL_TOPICS_WAIT_MS`) for every voter to register first: otherwise the
+        // first node up would coordinate every group and transaction.
         let node = Rc::clone(&node);
+        let voters = shared.config.cluster.as_ref().map_or(1, |c| c.voters.len());
         glommio::spawn_local(async move {
+            let started = std::time::Instant::now();
             loop {
+                let live = node.view().map_or(0, |v| v.live_brokers().count());
+                if live < voters
+                    && started.elapsed() < Duration::from_millis(limits::INTERNAL_TOPICS_WAIT_MS)
+                {
+                    glommio::timer::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
                 create_internal_topics(&node).await;
                 let catalog = node.catalog();
                 if [OFFSETS_TOPIC, TXN_TOPIC]

@@ -19,6 +19,24 @@ def free_port():
         return s.getsockname()[1]
 
 
+def until(what, pred, limit_s=30, context=None):
+    """Polls `pred` until it returns something true (returned) or `limit_s` passes (an
+    AssertionError naming `what`, the last result or exception, and `context()` if given).
+    Exceptions count as "not yet": a node may still be starting or just killed."""
+    end = time.time() + limit_s
+    last = None
+    while time.time() < end:
+        try:
+            last = pred()
+            if last:
+                return last
+        except Exception as e:  # noqa: BLE001
+            last = e
+        time.sleep(0.1)
+    extra = ("\n" + context()) if context else ""
+    raise AssertionError(f"{what}: not within {limit_s} s (last: {last!r}){extra}")
+
+
 class Broker:
     """One strand process on a free port with its own data directory."""
 

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafka_raw
-from conftest import BINARY, Broker
+from conftest import BINARY, Broker, until
 
 NODES = (1, 2, 3)
 
@@ -69,18 +69,8 @@ class Cluster:
         return admin.list_topics(topic=topic, timeout=timeout)
 
     def until(self, what, pred, limit_s=30):
-        end = time.time() + limit_s
-        last = None
-        while time.time() < end:
-            try:
-                last = pred()
-                if last:
-                    return last
-            except Exception as e:  # noqa: BLE001 - a node still starting
-                last = e
-            time.sleep(0.2)
-        logs = "\n".join(f"--- node {n}\n{b.log()[-3000:]}" for n, b in self.brokers.items())
-        raise AssertionError(f"{what}: not within {limit_s} s (last: {last!r})\n{logs}")
+        return until(what, pred, limit_s, context=lambda: "\n".join(
+            f"--- node {n}\n{b.log()[-3000:]}" for n, b in self.brokers.items()))
 
     def formed(self):
         """Every node lists all three brokers and names one controller."""

@@ -19,6 +19,8 @@ pub struct ControllerCall {
 pub struct ClusterHandle {
     pub node_id: NodeId,
     pub calls: mpsc::UnboundedSender<ControllerCall>,
+    /// Producer ids from the controller's blocks (refilled by the controller executor).
+    pub producer_ids: std::sync::Arc<super::producer_ids::ProducerIdBlocks>,
 }
 
 impl ClusterHandle {

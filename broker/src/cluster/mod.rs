@@ -12,6 +12,7 @@
 //! - [`broker_session`]: this node's broker registering and heartbeating with the controller.
 //! - [`view`]: the image as shards see it (`ClusterView`, immutable, inside the catalog).
 //! - [`handle`]: a shard's way to the controller executor (`ClusterHandle::call`).
+//! - [`producer_ids`]: producer-id blocks reserved for this node by the controller.
 //!
 //! Arrows: `cluster` imports `strand-cluster-core`, `limits` and `runtime`; `catalog` holds a
 //! `ClusterView`, `cluster_member` (process wiring) starts the drivers and feeds the shards.
@@ -20,5 +21,6 @@ pub mod broker_session;
 pub mod handle;
 pub mod link;
 pub mod metadata_driver;
+pub mod producer_ids;
 pub mod quorum_driver;
 pub mod view;

@@ -18,8 +18,14 @@ pub async fn handle(node: &Rc<Node>, req: InitProducerIdRequest) -> InitProducer
         .as_ref()
         .map(|t| t.0.as_str().to_string())
     else {
-        r.producer_id = ProducerId(node.next_producer_id());
-        r.producer_epoch = 0;
+        match node.next_producer_id() {
+            Some(pid) => {
+                r.producer_id = ProducerId(pid);
+                r.producer_epoch = 0;
+            }
+            // A cluster node before its first producer-id block: clients retry.
+            None => r.error_code = ErrorCode::CoordinatorLoadInProgress.code(),
+        }
         return r;
     };
     let request = TxnRequest::Init {

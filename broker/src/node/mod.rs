@@ -787,7 +787,12 @@ impl Node {
         }
     }
 
-    pub fn next_producer_id(&self) -> i64 {
-        self.shared.next_producer_id.fetch_add(1, Ordering::Relaxed)
+    /// A fresh producer id: from the controller's blocks in a cluster (`None` until one
+    /// arrived), from the clock-seeded counter on a single node.
+    pub fn next_producer_id(&self) -> Option<i64> {
+        match &self.shared.cluster {
+            Some(h) => h.producer_ids.take(),
+            None => Some(self.shared.next_producer_id.fetch_add(1, Ordering::Relaxed)),
+        }
     }
 }

@@ -122,7 +122,8 @@ impl Coordinator {
     }
 
     /// InitProducerId with a transactional id. `new_producer_id` is called when the id needs
-    /// one. `claim` is the producer id/epoch the request carries (-1 when none, KIP-360).
+    /// one (`None`: no id to hand out yet — a cluster node waiting for a block from the
+    /// controller — answered COORDINATOR_LOAD_IN_PROGRESS, which clients retry). `claim` is the producer id/epoch the request carries (-1 when none, KIP-360).
     pub fn init(
         &self,
         id: &str,
@@ -130,7 +131,7 @@ impl Coordinator {
         timeout_max_ms: i32,
         claim: (i64, i16),
         now_ms: i64,
-        new_producer_id: &mut dyn FnMut() -> i64,
+        new_producer_id: &mut dyn FnMut() -> Option<i64>,
     ) -> Result<Step, ErrorCode> {
         if id.is_empty() {
             return Err(ErrorCode::InvalidRequest);
@@ -141,7 +142,7 @@ impl Coordinator {
         let Some(meta) = self.txns.get(id) else {
             return Ok(Step::Persist(TxnMeta {
                 transactional_id: id.to_string(),
-                producer_id: new_producer_id(),
+                producer_id: new_producer_id().ok_or(ErrorCode::CoordinatorLoadInProgress)?,
                 epoch: 0,
                 last_epoch: -1,
                 timeout_ms,
@@ -176,7 +177,8 @@ impl Coordinator {
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
                 let mut next = meta.clone();
                 if meta.epoch >= i16::MAX - 1 {
-                    next.producer_id = new_producer_id();
+                    next.producer_id =
+                        new_producer_id().ok_or(ErrorCode::CoordinatorLoadInProgress)?;
                     next.epoch = 0;
                 } else {
                     next.epoch += 1;

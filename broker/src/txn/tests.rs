@@ -21,7 +21,7 @@ fn init(c: &mut Coordinator, id: &str, now: i64) -> TxnMeta {
     let mut next = 1000;
     let mut alloc = || {
         next += 1;
-        next
+        Some(next)
     };
     let m = persisted(c.init(id, 60_000, MAX_MS, (-1, -1), now, &mut alloc));
     c.adopt(m.clone());
@@ -83,7 +83,7 @@ fn init_over_an_open_transaction_aborts_it_with_a_bumped_epoch() {
     init(&mut c, "t", 0);
     let m = persisted(c.add_partitions("t", claim(1001, 0), &[("a".into(), 1)], 1));
     c.adopt(m);
-    let mut alloc = || 5;
+    let mut alloc = || Some(5);
     let step = c.init("t", 60_000, MAX_MS, (-1, -1), 2, &mut alloc);
     let Ok(Step::End(abort)) = step else {
         panic!("{step:?}")
@@ -115,7 +115,7 @@ fn timeouts_abort_with_a_bump_and_the_old_epoch_may_reinit() {
         Err(ErrorCode::ProducerFenced)
     );
     // KIP-360: the fenced producer re-initialises with its last epoch and gets a new one.
-    let mut alloc = || 9;
+    let mut alloc = || Some(9);
     let m = persisted(c.init("t", 60_000, MAX_MS, (1001, 0), 60_104, &mut alloc));
     assert_eq!((m.producer_id, m.epoch), (1001, 2));
     assert_eq!(
