@@ -127,6 +127,35 @@ async fn respond(node: &Rc<Node>, head: &[u8]) -> (&'static str, String) {
     let (route, query) = path.split_once('?').unwrap_or((path.as_str(), ""));
     match route {
         "/v1/status/live" | "/v1/status/ready" => ("200 OK", "{\"status\":\"ok\"}".into()),
+        "/v1/cluster" => match &node.shared.cluster {
+            None => (
+                "404 Not Found",
+                error_body("this broker runs alone (no node.id)"),
+            ),
+            Some(h) => match h.status().await {
+                None => (
+                    "503 Service Unavailable",
+                    error_body("the controller executor is gone"),
+                ),
+                Some(s) => {
+                    let q = &s.quorum;
+                    let body = serde_json::json!({
+                        "node_id": h.node_id,
+                        "leader": q.leader_id as i64 - 1,
+                        "term": q.term,
+                        "commit_index": q.commit_index,
+                        "last_index": q.last_index,
+                        "voters": q.voters.iter().map(|v| serde_json::json!({
+                            "node_id": v.id as i64 - 1, "matched_index": v.matched_index,
+                        })).collect::<Vec<_>>(),
+                        "applied_offset": s.applied_offset,
+                        "image_digest": format!("{:016x}", s.image_digest),
+                        "topics": s.topics,
+                    });
+                    ("200 OK", body.to_string())
+                }
+            },
+        },
         "/v1/stages" => {
             let reset = query.split('&').any(|kv| kv == "reset=true");
             let stages = node.all_stages(reset).await;
@@ -139,7 +168,7 @@ async fn respond(node: &Rc<Node>, head: &[u8]) -> (&'static str, String) {
         _ => (
             "404 Not Found",
             error_body(&format!(
-                "no route {route:?}: try /v1/status/live, /v1/status/ready, /v1/stages"
+                "no route {route:?}: try /v1/status/live, /v1/status/ready, /v1/stages, /v1/cluster"
             )),
         ),
     }

@@ -36,7 +36,7 @@ use tracing::{debug, error, info};
 
 use crate::catalog::{Catalog, TopicMeta};
 use crate::cluster::broker_session::{self, BrokerSession};
-use crate::cluster::handle::ControllerCall;
+use crate::cluster::handle::{ClusterStatus, ControllerCall};
 use crate::cluster::metadata_driver::{MetadataDriver, MetadataSpec};
 use crate::cluster::producer_ids::ProducerIdBlocks;
 use crate::cluster::quorum_driver::VoterSpec;
@@ -198,7 +198,22 @@ async fn run(start: MemberStart) -> io::Result<()> {
     ))
     .detach();
     while let Some(call) = wake::cross(calls.next()).await {
-        glommio::spawn_local(serve_call(driver.clone(), call, Rc::clone(&published))).detach();
+        match call {
+            ControllerCall::Ask { req, reply } => {
+                let served = serve_call(driver.clone(), req, reply, Rc::clone(&published));
+                glommio::spawn_local(served).detach();
+            }
+            ControllerCall::Status { reply } => {
+                let image = driver.image();
+                let _ = reply.send(ClusterStatus {
+                    quorum: driver.quorum_status(),
+                    voters: cluster.voters.clone(),
+                    applied_offset: image.applied_offset,
+                    image_digest: image.digest(),
+                    topics: image.topics.len(),
+                });
+            }
+        }
     }
     Ok(())
 }
@@ -277,9 +292,14 @@ async fn refill_producer_ids(driver: MetadataDriver, blocks: Arc<ProducerIdBlock
     }
 }
 
-async fn serve_call(driver: MetadataDriver, call: ControllerCall, published: Rc<Published>) {
+async fn serve_call(
+    driver: MetadataDriver,
+    req: Request,
+    reply: oneshot::Sender<strand_cluster_core::controller_rpc::Answer>,
+    published: Rc<Published>,
+) {
     let limit = Duration::from_millis(CONTROLLER_REQUEST_TIMEOUT_MS);
-    let answer = driver.call(call.req, limit).await;
+    let answer = driver.call(req, limit).await;
     if answer.error.is_none() && answer.metadata_offset > 0 {
         // Read-your-writes: the shards see the change before the client hears of it.
         let end = Instant::now() + limit;
@@ -298,5 +318,5 @@ async fn serve_call(driver: MetadataDriver, call: ControllerCall, published: Rc<
             .await;
         }
     }
-    let _ = call.reply.send(answer);
+    let _ = reply.send(answer);
 }

@@ -4,15 +4,19 @@
 - a 12-partition topic led by all three nodes; kafka-python produces keyed records
   bootstrapped with one node, confluent-kafka (another node) and the Java client (the third)
   read them all back;
+- every node's metadata image is the same (digest on the admin API's `/v1/cluster`), and
+  Kafka's `kafka-metadata-quorum describe --status` (DescribeQuorum) names the leader;
 - kill -9 of the active controller: another voter takes over (the time is printed), topics
   can be created afterwards, and the restarted node serves its partitions again;
 - Ctrl-C (SIGINT) to `strand cluster start` stops every node, the restarted one too.
 """
 import glob
+import json
 import os
 import signal
 import subprocess
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -129,6 +133,37 @@ def test_the_java_client_through_one_node(local):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "java client: OK 1000 records" in r.stdout
+
+
+def admin_addr(local, n):
+    with open(os.path.join(local.dir, f"node-{n}", "strand.toml")) as f:
+        line = next(l for l in f if l.startswith('"admin.listen"'))
+    return line.split("=", 1)[1].strip().strip('"')
+
+
+def cluster_status(local, n):
+    with urllib.request.urlopen(f"http://{admin_addr(local, n)}/v1/cluster", timeout=5) as r:
+        return json.load(r)
+
+
+def test_the_quorum_is_described_and_every_image_is_equal(local):
+    def same():
+        s = [cluster_status(local, n) for n in (1, 2, 3)]
+        return s if len({x["image_digest"] for x in s}) == 1 and len(
+            {x["applied_offset"] for x in s}) == 1 else None
+    s = until("equal images (digest and applied offset) on every node", same)
+    assert s[0]["topics"] >= 3, s[0]
+    assert len({x["leader"] for x in s}) == 1 and s[0]["leader"] in (1, 2, 3), s
+    leader = next(x for x in s if x["node_id"] == x["leader"])
+    assert sorted(v["node_id"] for v in leader["voters"]) == [1, 2, 3], leader
+    if HAVE_JAVA:
+        r = subprocess.run(["java", "-cp", os.path.join(LIBS, "*"),
+                            "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server",
+                            local.nodes[0], "describe", "--status"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert f"LeaderId:               {s[0]['leader']}" in r.stdout, r.stdout
+        assert "CurrentVoters:" in r.stdout, r.stdout
 
 
 def test_controller_killed_another_takes_over_and_the_node_comes_back(local):

@@ -5,13 +5,34 @@
 
 use futures_channel::{mpsc, oneshot};
 use strand_cluster_core::controller_rpc::{Answer, Request};
+use strand_cluster_core::quorum::QuorumStatus;
 use strand_cluster_core::records::NodeId;
 use strand_wire::ErrorCode;
 
-/// One request of a shard for the controller.
-pub struct ControllerCall {
-    pub req: Request,
-    pub reply: oneshot::Sender<Answer>,
+/// What a shard asks of the controller executor.
+pub enum ControllerCall {
+    /// A controller request, answered once every shard applied its outcome.
+    Ask {
+        req: Request,
+        reply: oneshot::Sender<Answer>,
+    },
+    /// This node's view of the quorum and its image (DescribeQuorum, `/v1/cluster`).
+    Status {
+        reply: oneshot::Sender<ClusterStatus>,
+    },
+}
+
+/// A node's metadata side right now.
+#[derive(Clone, Debug)]
+pub struct ClusterStatus {
+    pub quorum: QuorumStatus,
+    /// Every voter and its cluster (UDP) address.
+    pub voters: Vec<(NodeId, std::net::SocketAddr)>,
+    /// The metadata offset applied here, and the image's digest (equal on nodes that applied
+    /// the same records).
+    pub applied_offset: u64,
+    pub image_digest: u64,
+    pub topics: usize,
 }
 
 /// A shard's end of the controller executor (cloned into every shard).
@@ -30,7 +51,7 @@ impl ClusterHandle {
         let (reply, rx) = oneshot::channel();
         if self
             .calls
-            .unbounded_send(ControllerCall { req, reply })
+            .unbounded_send(ControllerCall::Ask { req, reply })
             .is_err()
         {
             return gone(kind);
@@ -38,6 +59,15 @@ impl ClusterHandle {
         crate::runtime::wake::cross(rx)
             .await
             .unwrap_or_else(|_| gone(kind))
+    }
+
+    /// The metadata side's status (`None` if the executor is gone).
+    pub async fn status(&self) -> Option<ClusterStatus> {
+        let (reply, rx) = oneshot::channel();
+        self.calls
+            .unbounded_send(ControllerCall::Status { reply })
+            .ok()?;
+        crate::runtime::wake::cross(rx).await.ok()
     }
 }
 
