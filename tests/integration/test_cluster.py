@@ -8,13 +8,17 @@ mutual TLS, development certificates from `strand cluster certs`), used by librd
 - consumer groups work: the coordinator is the leader of the group's offsets partition;
 - a killed node is fenced (its partitions offline), and after a restart it leads them again
   with its records intact;
-- a data directory of another cluster is refused at start-up.
+- a data directory of another cluster is refused at start-up;
+- 5,000 topic creations and deletions through the quorum (several snapshots), then a restart
+  of every node: the metadata image is identical everywhere (its digest).
 Replication factor is 1 here: copying partitions between nodes is #18.
 """
+import json
 import os
 import socket
 import subprocess
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -22,7 +26,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafka_raw
-from conftest import BINARY, Broker, until
+from conftest import BINARY, Broker, free_port, until
 
 NODES = (1, 2, 3)
 
@@ -50,6 +54,7 @@ class Cluster:
                 "cluster.tls.key.location": os.path.join(self.certs, f"node-{n}.key"),
                 "broker.session.timeout.ms": 3000,
                 "broker.heartbeat.interval.ms": 500,
+                "admin.listen": f"127.0.0.1:{free_port()}",
             })
 
     def start(self):
@@ -226,3 +231,57 @@ def test_cluster_settings_without_node_id_are_refused(tmp_path):
         "controller.quorum.voters": "1@127.0.0.1:1"})
     with pytest.raises(RuntimeError, match="node.id"):
         b.start()
+
+
+def status(cluster, n):
+    addr = cluster.brokers[n].config["admin.listen"]
+    with urllib.request.urlopen(f"http://{addr}/v1/cluster", timeout=5) as r:
+        return json.load(r)
+
+
+def equal_images(cluster):
+    s = [status(cluster, n) for n in NODES]
+    return s if len({x["image_digest"] for x in s}) == 1 and len(
+        {x["applied_offset"] for x in s}) == 1 else None
+
+
+def test_5000_topic_changes_then_a_restart_of_every_node_leave_equal_images(cluster):
+    """Last in this file: it restarts every node."""
+    names = [f"churn-{i}" for i in range(2500)]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1, 2, 3)})
+    started = time.time()
+    for i in range(0, len(names), 250):
+        fs = admin.create_topics([NewTopic(n, 1, 1) for n in names[i:i + 250]],
+                                 operation_timeout=60)
+        for f in fs.values():
+            f.result(timeout=120)
+    kept = set(names[-100:])
+    gone = names[:-100]
+    for i in range(0, len(gone), 250):
+        fs = admin.delete_topics(gone[i:i + 250], operation_timeout=60)
+        for f in fs.values():
+            f.result(timeout=120)
+    print(f"{len(names)} creations and {len(gone)} deletions in {time.time() - started:.1f} s")
+    before = cluster.until("equal images after the churn", lambda: equal_images(cluster))
+    assert before[0]["commit_index"] > 4800, before[0]
+    listed = set(admin.list_topics(timeout=10).topics)
+    assert kept <= listed and not (set(gone) & listed)
+
+    for b in cluster.brokers.values():
+        b.stop()
+    for b in cluster.brokers.values():
+        b.start()
+    # Equal, and past everything applied before (the brokers' new registrations come after,
+    # so the digest differs from the one before the restart: compare nodes, not times).
+    after = cluster.until(
+        "equal images after restarting every node, all of the log applied",
+        lambda: (lambda s: s if s and s[0]["applied_offset"] > before[0]["applied_offset"]
+                 else None)(equal_images(cluster)), limit_s=60)
+    # A node back within its old session's timeout is refused (DUPLICATE_BROKER_REGISTRATION)
+    # until that session expires, then registers: all three serve again.
+    cluster.until("three brokers registered again", cluster.formed, limit_s=30)
+    print(f"after the restart: applied offset {after[0]['applied_offset']}, "
+          f"digest {after[0]['image_digest']} on every node")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
+    listed = set(admin.list_topics(timeout=10).topics)
+    assert kept <= listed and not (set(gone) & listed)

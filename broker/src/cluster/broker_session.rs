@@ -4,10 +4,13 @@
 //! The controller unfences it once it has caught up with its own registration and fences it
 //! when heartbeats stop for `broker.session.timeout.ms`.
 //!
-//! A refused registration with DUPLICATE_BROKER_REGISTRATION (another live process has this
-//! `node.id`) or INCONSISTENT_CLUSTER_ID ends [`run`] with the controller's message: the
-//! process should exit rather than serve as someone else. A stale epoch (the controller lost
-//! our registration to a restart of ours) registers again.
+//! DUPLICATE_BROKER_REGISTRATION (the `node.id` is registered by a broker whose session has
+//! not expired: another live process with this id, or this node's previous incarnation just
+//! restarted) is logged with the controller's message and asked again every interval, as
+//! Kafka's BrokerLifecycleManager does; the broker stays fenced (leads nothing) meanwhile.
+//! INCONSISTENT_CLUSTER_ID ends [`run`] with the controller's message: the process should
+//! exit rather than serve another cluster. A stale epoch (the controller lost our
+//! registration to a restart of ours) registers again.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -58,10 +61,14 @@ pub async fn run(
                     driver.applied(a.metadata_offset, interval).await;
                     continue;
                 }
+                Some((ErrorCode::DuplicateBrokerRegistration, why)) => {
+                    tracing::warn!(
+                        node = registration.node_id,
+                        "broker registration refused (DUPLICATE_BROKER_REGISTRATION): {why}; asking again"
+                    );
+                }
                 Some((
-                    code @ (ErrorCode::DuplicateBrokerRegistration
-                    | ErrorCode::InconsistentClusterId
-                    | ErrorCode::InvalidRequest),
+                    code @ (ErrorCode::InconsistentClusterId | ErrorCode::InvalidRequest),
                     why,
                 )) => {
                     return Err(format!("broker registration refused ({code:?}): {why}"));
