@@ -15,8 +15,9 @@
 //! The executor is a doorbell peer of the shards (`wake::doorbells(shards + 1)`, index
 //! `shards`), so awaits in both directions go through `wake::cross`.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,12 +28,15 @@ use std::time::{Duration, Instant};
 use event_listener::Event;
 use futures_channel::{mpsc, oneshot};
 use futures_lite::StreamExt;
+use strand_cluster_core::broker_rpc::{self, BrokerAnswer, BrokerRequest};
 use strand_cluster_core::controller::ControllerConfig;
 use strand_cluster_core::controller_rpc::Request;
 use strand_cluster_core::limits::{CONTROLLER_REQUEST_TIMEOUT_MS, METADATA_SNAPSHOT_EVERY_ENTRIES};
+use strand_cluster_core::messages::Channel;
 use strand_cluster_core::records::{BrokerRegistration, Endpoint};
 use strand_cluster_core::transport::tls::NodeCredentials;
-use tracing::{debug, error, info};
+use strand_wire::ErrorCode;
+use tracing::{debug, error, info, warn};
 
 use crate::catalog::{Catalog, TopicMeta};
 use crate::cluster::broker_session::{self, BrokerSession};
@@ -189,6 +193,14 @@ async fn run(start: MemberStart) -> io::Result<()> {
     })
     .detach();
     glommio::spawn_local(refill_producer_ids(driver.clone(), producer_ids)).detach();
+    let asks = Rc::new(BrokerAsks::default());
+    glommio::spawn_local(broker_messages(
+        driver.clone(),
+        senders.clone(),
+        shards,
+        Rc::clone(&asks),
+    ))
+    .detach();
     let published = Rc::new(Published::default());
     glommio::spawn_local(publisher(
         driver.clone(),
@@ -203,6 +215,7 @@ async fn run(start: MemberStart) -> io::Result<()> {
                 let served = serve_call(driver.clone(), req, reply, Rc::clone(&published));
                 glommio::spawn_local(served).detach();
             }
+            ControllerCall::Broker { to, req, reply } => asks.ask(&driver, to, &req, reply),
             ControllerCall::Status { reply } => {
                 let image = driver.image();
                 let _ = reply.send(ClusterStatus {
@@ -216,6 +229,132 @@ async fn run(start: MemberStart) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Where a broker request's outcome goes.
+type BrokerReply = oneshot::Sender<Result<(), ErrorCode>>;
+
+/// This node's requests to other brokers awaiting an answer: id -> (asked node, reply).
+#[derive(Default)]
+struct BrokerAsks {
+    next_id: Cell<u64>,
+    waiting: RefCell<HashMap<u64, (i32, BrokerReply)>>,
+}
+
+impl BrokerAsks {
+    /// Sends `req` to `to`; the reply comes from its answer or, after
+    /// `CONTROLLER_REQUEST_TIMEOUT_MS`, REQUEST_TIMED_OUT.
+    fn ask(
+        self: &Rc<Self>,
+        driver: &MetadataDriver,
+        to: i32,
+        req: &BrokerRequest,
+        reply: BrokerReply,
+    ) {
+        let id = self.next_id.get() + 1;
+        self.next_id.set(id);
+        if let Err(why) = driver.send_to(
+            to,
+            Channel::BrokerRequest,
+            &broker_rpc::encode_request(id, req),
+        ) {
+            debug!(node = to, %why, "broker request not sent");
+            let _ = reply.send(Err(ErrorCode::NotLeaderOrFollower));
+            return;
+        }
+        self.waiting.borrow_mut().insert(id, (to, reply));
+        let me = Rc::clone(self);
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(Duration::from_millis(CONTROLLER_REQUEST_TIMEOUT_MS)).await;
+            if let Some((_, reply)) = me.waiting.borrow_mut().remove(&id) {
+                let _ = reply.send(Err(ErrorCode::RequestTimedOut));
+            }
+        })
+        .detach();
+    }
+
+    /// An answer from `from`: counts only for a request that went to `from`.
+    fn answered(&self, from: i32, a: BrokerAnswer) {
+        let mut waiting = self.waiting.borrow_mut();
+        match waiting.get(&a.request_id) {
+            Some((asked, _)) if *asked == from => {
+                if let Some((_, reply)) = waiting.remove(&a.request_id) {
+                    let _ = reply.send(a.error.map_or(Ok(()), Err));
+                }
+            }
+            _ => debug!(
+                peer = from,
+                request = a.request_id,
+                "broker answer for no request of ours"
+            ),
+        }
+    }
+}
+
+/// Broker-to-broker messages from the link: requests go to the owning shard (a transaction
+/// marker to the partition's shard) and their outcome back; answers to their askers.
+async fn broker_messages(
+    driver: MetadataDriver,
+    senders: Vec<mpsc::UnboundedSender<ShardMsg>>,
+    shards: usize,
+    asks: Rc<BrokerAsks>,
+) {
+    while let Some((from, channel, body)) = driver.next_broker_message().await {
+        match channel {
+            Channel::BrokerAnswer => match broker_rpc::decode_answer(&body) {
+                Ok(a) => asks.answered(from, a),
+                Err(why) => warn!(peer = from, %why, "broker answer refused"),
+            },
+            Channel::BrokerRequest => {
+                let (id, req) = match broker_rpc::decode_request(&body) {
+                    Ok(r) => r,
+                    Err(why) => {
+                        warn!(peer = from, %why, "broker request refused");
+                        continue;
+                    }
+                };
+                let BrokerRequest::TxnMarker {
+                    topic,
+                    partition,
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                } = req;
+                let shard = crate::runtime::shard::shard_for(&topic, partition, shards);
+                let (reply, rx) = oneshot::channel();
+                let msg = ShardMsg::Marker {
+                    tp: (topic, partition),
+                    producer_id,
+                    epoch: producer_epoch,
+                    commit,
+                    reply,
+                };
+                let sent = senders
+                    .get(shard)
+                    .is_some_and(|s| s.unbounded_send(msg).is_ok());
+                let driver = driver.clone();
+                glommio::spawn_local(async move {
+                    let error = if sent {
+                        wake::cross(rx)
+                            .await
+                            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+                            .err()
+                    } else {
+                        Some(ErrorCode::NotLeaderOrFollower)
+                    };
+                    let answer = broker_rpc::encode_answer(&BrokerAnswer {
+                        request_id: id,
+                        error,
+                    });
+                    if let Err(why) = driver.send_to(from, Channel::BrokerAnswer, &answer) {
+                        debug!(peer = from, %why, "broker answer not sent");
+                    }
+                })
+                .detach();
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The metadata offset every shard has applied, and an event fired when it moves.

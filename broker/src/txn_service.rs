@@ -288,7 +288,21 @@ impl Node {
         commit: bool,
     ) -> Result<(), ErrorCode> {
         let owner = self.owner(&tp);
-        let result = if owner == self.shard {
+        let result = if let Some((handle, leader)) = self.remote_leader(&tp) {
+            // Led by another node: its broker writes the marker (over the cluster link).
+            if leader < 0 {
+                Err(ErrorCode::NotLeaderOrFollower)
+            } else {
+                let req = strand_cluster_core::broker_rpc::BrokerRequest::TxnMarker {
+                    topic: tp.0.clone(),
+                    partition: tp.1,
+                    producer_id,
+                    producer_epoch: epoch,
+                    commit,
+                };
+                handle.ask_broker(leader, req).await
+            }
+        } else if owner == self.shard {
             self.marker_local(&tp, producer_id, epoch, commit).await
         } else {
             let (reply, rx) = oneshot::channel();
@@ -443,6 +457,6 @@ impl Node {
     }
 }
 
-fn txn_tp(id: &str) -> TopicPartition {
+pub(crate) fn txn_tp(id: &str) -> TopicPartition {
     (TXN_TOPIC.to_string(), txn_partition(id))
 }

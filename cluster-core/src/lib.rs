@@ -20,6 +20,7 @@
 //! orders bytes; the driver decodes them into records); `transport` carries bytes and knows
 //! only node ids; nothing here imports the broker.
 
+pub mod broker_rpc;
 pub mod config;
 pub mod controller;
 pub mod controller_rpc;

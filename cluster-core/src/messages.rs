@@ -21,6 +21,10 @@ pub enum Channel {
     ControllerRequest = 2,
     /// The active controller's answer (`controller_rpc`, FlatBuffers).
     ControllerAnswer = 3,
+    /// A broker's request to another broker (`broker_rpc`, FlatBuffers): transaction markers.
+    BrokerRequest = 4,
+    /// The answer to a `BrokerRequest`.
+    BrokerAnswer = 5,
 }
 
 /// The raft id of voter `node` (`node` >= 0, checked by the config).
@@ -61,6 +65,8 @@ pub fn channel_of(bytes: &[u8]) -> Result<(Channel, &[u8]), String> {
         Some((1, rest)) => Ok((Channel::Quorum, rest)),
         Some((2, rest)) => Ok((Channel::ControllerRequest, rest)),
         Some((3, rest)) => Ok((Channel::ControllerAnswer, rest)),
+        Some((4, rest)) => Ok((Channel::BrokerRequest, rest)),
+        Some((5, rest)) => Ok((Channel::BrokerAnswer, rest)),
         Some((c, _)) => Err(format!("unknown cluster message channel {c}")),
         None => Err("empty cluster message".to_string()),
     }

@@ -4,6 +4,9 @@
 - a 12-partition topic led by all three nodes; kafka-python produces keyed records
   bootstrapped with one node, confluent-kafka (another node) and the Java client (the third)
   read them all back;
+- a transaction over partitions led by different nodes commits (read_committed sees it) and
+  one aborts (nothing of it seen): markers travel to the leaders over the cluster link;
+- the lesson's examples (`../shared/examples`, the EOS one too) pass against the cluster;
 - every node's metadata image is the same (digest on the admin API's `/v1/cluster`), and
   Kafka's `kafka-metadata-quorum describe --status` (DescribeQuorum) names the leader;
 - kill -9 of the active controller: another voter takes over (the time is printed), topics
@@ -15,18 +18,20 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 
 from conftest import BINARY, ROOT, until
 
 LIBS = os.environ.get("STRAND_JAVA_LIBS", os.path.join(ROOT, "target", "java-libs"))
+EXAMPLES = os.path.join(ROOT, "..", "shared", "examples")
 HAVE_JAVA = bool(glob.glob(os.path.join(LIBS, "kafka-clients-*.jar")))
 
 
@@ -133,6 +138,57 @@ def test_the_java_client_through_one_node(local):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "java client: OK 1000 records" in r.stdout
+
+
+def test_a_transaction_over_partitions_on_several_nodes_commits_and_one_aborts(local):
+    topic = "txn-" + uuid.uuid4().hex[:6]
+    create(local, 2, topic, 6)
+    md = until("leaders known", lambda: (lambda m: m if all(
+        p.leader in (1, 2, 3) for p in m.topics[topic].partitions.values()) else None)(
+            local.metadata(1, topic)))
+    leaders = {p.leader for p in md.topics[topic].partitions.values()}
+    assert len(leaders) >= 2, f"all partitions on one node: {leaders}"
+    p = Producer({"bootstrap.servers": local.nodes[0], "transactional.id": "tx-" + topic})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(60):
+        p.produce(topic, value=f"c{i}".encode(), partition=i % 6)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(60):
+        p.produce(topic, value=f"a{i}".encode(), partition=i % 6)
+    p.abort_transaction(30)
+    # A last committed record per partition, so a reader that saw it has passed the abort.
+    p.begin_transaction()
+    for part in range(6):
+        p.produce(topic, value=f"end{part}".encode(), partition=part)
+    p.commit_transaction(30)
+
+    c = Consumer({"bootstrap.servers": local.nodes[2], "group.id": "rc-" + topic,
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, i, 0) for i in range(6)])
+    got = []
+    end = time.time() + 40
+    while sum(v.startswith(b"end") for v in got) < 6 and time.time() < end:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+    c.close()
+    committed = [v for v in got if v.startswith(b"c")]
+    aborted = [v for v in got if v.startswith(b"a")]
+    assert len(committed) == 60 and not aborted, (len(committed), aborted[:5], len(got))
+
+
+def test_the_lesson_examples_against_the_cluster(local):
+    if not os.path.exists(EXAMPLES):
+        pytest.skip(f"{EXAMPLES} not present")
+    for script in ("basic_producer.py", "keyed_producer.py", "group_consumer.py",
+                   "eos_read_process_write.py"):
+        r = subprocess.run([sys.executable, os.path.join(EXAMPLES, script)],
+                           env={**os.environ, "BOOTSTRAP": local.nodes[1]},
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0 and "OK" in r.stdout, script + "\n" + r.stdout + r.stderr
 
 
 def admin_addr(local, n):

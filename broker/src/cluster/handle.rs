@@ -4,6 +4,7 @@
 //! offset, so the client that asked reads its own write on any shard.
 
 use futures_channel::{mpsc, oneshot};
+use strand_cluster_core::broker_rpc::BrokerRequest;
 use strand_cluster_core::controller_rpc::{Answer, Request};
 use strand_cluster_core::quorum::QuorumStatus;
 use strand_cluster_core::records::NodeId;
@@ -19,6 +20,13 @@ pub enum ControllerCall {
     /// This node's view of the quorum and its image (DescribeQuorum, `/v1/cluster`).
     Status {
         reply: oneshot::Sender<ClusterStatus>,
+    },
+    /// A request for another broker (node `to`), e.g. a transaction marker for a partition
+    /// it leads; answered with its error, or REQUEST_TIMED_OUT.
+    Broker {
+        to: NodeId,
+        req: BrokerRequest,
+        reply: oneshot::Sender<Result<(), ErrorCode>>,
     },
 }
 
@@ -59,6 +67,18 @@ impl ClusterHandle {
         crate::runtime::wake::cross(rx)
             .await
             .unwrap_or_else(|_| gone(kind))
+    }
+
+    /// Asks broker `to` (over the cluster link); its answer's error, REQUEST_TIMED_OUT when
+    /// none came in time, NOT_LEADER_OR_FOLLOWER when the way there is gone.
+    pub async fn ask_broker(&self, to: NodeId, req: BrokerRequest) -> Result<(), ErrorCode> {
+        let (reply, rx) = oneshot::channel();
+        self.calls
+            .unbounded_send(ControllerCall::Broker { to, req, reply })
+            .map_err(|_| ErrorCode::NotLeaderOrFollower)?;
+        crate::runtime::wake::cross(rx)
+            .await
+            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
 
     /// The metadata side's status (`None` if the executor is gone).

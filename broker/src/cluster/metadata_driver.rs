@@ -68,6 +68,8 @@ struct Inner {
     entries_since_snapshot: Cell<u64>,
     snapshot_every_entries: u64,
     stopped: Cell<bool>,
+    /// Broker-to-broker messages received (`BrokerRequest` / `BrokerAnswer`), for the caller.
+    broker_messages: RefCell<std::collections::VecDeque<(NodeId, Channel, bytes::Bytes)>>,
 }
 
 /// A node's metadata side; clones share it.
@@ -105,6 +107,7 @@ impl MetadataDriver {
             entries_since_snapshot: Cell::new(0),
             snapshot_every_entries: spec.snapshot_every_entries.max(1),
             stopped: Cell::new(false),
+            broker_messages: RefCell::new(Default::default()),
         });
         glommio::spawn_local(applier(Rc::clone(&inner))).detach();
         glommio::spawn_local(leader_watch(Rc::clone(&inner))).detach();
@@ -256,6 +259,28 @@ impl MetadataDriver {
             // Leadership is moving: a short pause before asking again.
             glommio::timer::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// The next broker-to-broker message (sender, channel, body after the channel byte);
+    /// `None` once stopped.
+    pub async fn next_broker_message(&self) -> Option<(NodeId, Channel, bytes::Bytes)> {
+        loop {
+            let listener = self.inner.changed.listen();
+            if let Some(m) = self.inner.broker_messages.borrow_mut().pop_front() {
+                return Some(m);
+            }
+            if self.is_stopped() {
+                return None;
+            }
+            listener.await;
+        }
+    }
+
+    /// Sends a broker-to-broker message (`body` after its channel byte) to `node`.
+    pub fn send_to(&self, node: NodeId, channel: Channel, body: &[u8]) -> Result<(), String> {
+        self.inner
+            .voter
+            .send(node, messages::with_channel(channel, body))
     }
 
     /// Stops the tasks and the voter.
@@ -435,6 +460,20 @@ async fn receiver(inner: Rc<Inner>) {
                     tracing::warn!(node = inner.me, peer = from, %why, "controller answer refused");
                 }
             },
+            Channel::BrokerRequest | Channel::BrokerAnswer => {
+                let mut queued = inner.broker_messages.borrow_mut();
+                if queued.len() >= strand_cluster_core::limits::CONTROLLER_MESSAGES_QUEUED_MAX {
+                    tracing::warn!(
+                        node = inner.me,
+                        peer = from,
+                        "broker messages not taken; dropped"
+                    );
+                    continue;
+                }
+                queued.push_back((from, channel, body));
+                drop(queued);
+                inner.changed.notify(usize::MAX);
+            }
             Channel::Quorum => {}
         }
     }

@@ -285,7 +285,10 @@ async fn receiver(inner: Rc<Inner>) {
             TransportEvent::Message { from, body } => {
                 let stepped =
                     messages::channel_of(&body).and_then(|(channel, rest)| match channel {
-                        Channel::ControllerRequest | Channel::ControllerAnswer => {
+                        Channel::ControllerRequest
+                        | Channel::ControllerAnswer
+                        | Channel::BrokerRequest
+                        | Channel::BrokerAnswer => {
                             let mut others = inner.others.borrow_mut();
                             if others.len() >= CONTROLLER_MESSAGES_QUEUED_MAX {
                                 // Nobody keeps up: the asker times out and asks again.

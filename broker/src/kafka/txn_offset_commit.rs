@@ -48,20 +48,27 @@ async fn commit(node: &Rc<Node>, req: &TxnOffsetCommitRequest, version: i16) -> 
     let id = req.transactional_id.0.as_str().to_string();
     let group = req.group_id.0.as_str().to_string();
     let claim = claim(req.producer_id.0, req.producer_epoch, version, 3);
-    // The offsets partition must already be in the transaction (AddOffsetsToTxn).
-    match node
-        .txn_request(
-            &id,
-            TxnRequest::CheckOffsets {
-                id: id.clone(),
-                claim,
-            },
-        )
-        .await
-    {
-        TxnResponse::Done(Ok(())) => {}
-        TxnResponse::Done(Err(code)) => return code,
-        _ => return ErrorCode::UnknownServerError,
+    // The offsets partition must already be in the transaction (AddOffsetsToTxn). Checked
+    // when this node also coordinates the transaction; in a cluster where another node does,
+    // the group coordinator accepts as Kafka's does (transaction version 1 has no such check).
+    let txn_here = node
+        .remote_leader(&crate::txn_service::txn_tp(&id))
+        .is_none();
+    if txn_here {
+        match node
+            .txn_request(
+                &id,
+                TxnRequest::CheckOffsets {
+                    id: id.clone(),
+                    claim,
+                },
+            )
+            .await
+        {
+            TxnResponse::Done(Ok(())) => {}
+            TxnResponse::Done(Err(code)) => return code,
+            _ => return ErrorCode::UnknownServerError,
+        }
     }
     let offsets = req
         .topics

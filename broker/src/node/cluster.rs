@@ -58,6 +58,15 @@ impl Node {
         }
     }
 
+    /// In a cluster, when `tp` is led by another node (or by none, -1): the way there and
+    /// the leader's id. `None` when this node leads it or runs alone.
+    pub(crate) fn remote_leader(&self, tp: &TopicPartition) -> Option<(ClusterHandle, i32)> {
+        let handle = self.shared.cluster.as_ref()?;
+        let view = self.catalog().cluster.clone()?;
+        let leader = view.partition(&tp.0, tp.1)?.leader;
+        (leader != view.me).then(|| (handle.clone(), leader))
+    }
+
     /// A topic change in cluster mode: checked against this shard's catalog (names,
     /// partition counts, configs, existence), then asked of the active controller one topic
     /// at a time; each answer arrives once every shard here has applied it.

@@ -3726,5 +3726,548 @@ impl core::fmt::Debug for Answer<'_> {
   }
 }
 }  // pub mod controller
+
+#[allow(unused_imports, dead_code)]
+pub mod broker {
+
+  use core::mem;
+  use core::cmp::Ordering;
+
+  extern crate flatbuffers;
+  use self::flatbuffers::{EndianScalar, Follow};
+
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
+pub const ENUM_MIN_BODY: u8 = 0;
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
+pub const ENUM_MAX_BODY: u8 = 1;
+#[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
+#[allow(non_camel_case_types)]
+pub const ENUM_VALUES_BODY: [Body; 2] = [
+  Body::NONE,
+  Body::TxnMarker,
+];
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(transparent)]
+pub struct Body(pub u8);
+#[allow(non_upper_case_globals)]
+impl Body {
+  pub const NONE: Self = Self(0);
+  pub const TxnMarker: Self = Self(1);
+
+  pub const ENUM_MIN: u8 = 0;
+  pub const ENUM_MAX: u8 = 1;
+  pub const ENUM_VALUES: &'static [Self] = &[
+    Self::NONE,
+    Self::TxnMarker,
+  ];
+  /// Returns the variant's name or "" if unknown.
+  pub fn variant_name(self) -> Option<&'static str> {
+    match self {
+      Self::NONE => Some("NONE"),
+      Self::TxnMarker => Some("TxnMarker"),
+      _ => None,
+    }
+  }
+}
+impl core::fmt::Debug for Body {
+  fn fmt(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {
+    if let Some(name) = self.variant_name() {
+      f.write_str(name)
+    } else {
+      f.write_fmt(format_args!("<UNKNOWN {:?}>", self.0))
+    }
+  }
+}
+impl<'a> flatbuffers::Follow<'a> for Body {
+  type Inner = Self;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    let b = flatbuffers::read_scalar_at::<u8>(buf, loc);
+    Self(b)
+  }
+}
+
+impl flatbuffers::Push for Body {
+    type Output = Body;
+    #[inline]
+    unsafe fn push(&self, dst: &mut [u8], _written_len: usize) {
+        flatbuffers::emplace_scalar::<u8>(dst, self.0);
+    }
+}
+
+impl flatbuffers::EndianScalar for Body {
+  type Scalar = u8;
+  #[inline]
+  fn to_little_endian(self) -> u8 {
+    self.0.to_le()
+  }
+  #[inline]
+  #[allow(clippy::wrong_self_convention)]
+  fn from_little_endian(v: u8) -> Self {
+    let b = u8::from_le(v);
+    Self(b)
+  }
+}
+
+impl<'a> flatbuffers::Verifiable for Body {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    u8::run_verifier(v, pos)
+  }
+}
+
+impl flatbuffers::SimpleToVerifyInSlice for Body {}
+pub struct BodyUnionTableOffset {}
+
+pub enum TxnMarkerOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// A transaction marker for a partition the receiving node leads (one entry of Kafka's
+/// WriteTxnMarkers): the transaction coordinator's node asks the partition's leader.
+pub struct TxnMarker<'a> {
+  pub _tab: flatbuffers::Table<'a>,
+}
+
+impl<'a> flatbuffers::Follow<'a> for TxnMarker<'a> {
+  type Inner = TxnMarker<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: flatbuffers::Table::new(buf, loc) }
+  }
+}
+
+impl<'a> TxnMarker<'a> {
+  pub const VT_TOPIC: flatbuffers::VOffsetT = 4;
+  pub const VT_PARTITION: flatbuffers::VOffsetT = 6;
+  pub const VT_PRODUCER_ID: flatbuffers::VOffsetT = 8;
+  pub const VT_PRODUCER_EPOCH: flatbuffers::VOffsetT = 10;
+  pub const VT_COMMIT: flatbuffers::VOffsetT = 12;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
+    TxnMarker { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
+    _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
+    args: &'args TxnMarkerArgs<'args>
+  ) -> flatbuffers::WIPOffset<TxnMarker<'bldr>> {
+    let mut builder = TxnMarkerBuilder::new(_fbb);
+    builder.add_producer_id(args.producer_id);
+    builder.add_partition(args.partition);
+    if let Some(x) = args.topic { builder.add_topic(x); }
+    builder.add_producer_epoch(args.producer_epoch);
+    builder.add_commit(args.commit);
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn topic(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<&str>>(TxnMarker::VT_TOPIC, None)}
+  }
+  #[inline]
+  pub fn partition(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(TxnMarker::VT_PARTITION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn producer_id(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(TxnMarker::VT_PRODUCER_ID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn producer_epoch(&self) -> i16 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i16>(TxnMarker::VT_PRODUCER_EPOCH, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn commit(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(TxnMarker::VT_COMMIT, Some(false)).unwrap()}
+  }
+}
+
+impl flatbuffers::Verifiable for TxnMarker<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    v.visit_table(pos)?
+     .visit_field::<flatbuffers::ForwardsUOffset<&str>>("topic", Self::VT_TOPIC, false)?
+     .visit_field::<i32>("partition", Self::VT_PARTITION, false)?
+     .visit_field::<i64>("producer_id", Self::VT_PRODUCER_ID, false)?
+     .visit_field::<i16>("producer_epoch", Self::VT_PRODUCER_EPOCH, false)?
+     .visit_field::<bool>("commit", Self::VT_COMMIT, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct TxnMarkerArgs<'a> {
+    pub topic: Option<flatbuffers::WIPOffset<&'a str>>,
+    pub partition: i32,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+}
+impl<'a> Default for TxnMarkerArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    TxnMarkerArgs {
+      topic: None,
+      partition: 0,
+      producer_id: 0,
+      producer_epoch: 0,
+      commit: false,
+    }
+  }
+}
+
+pub struct TxnMarkerBuilder<'a: 'b, 'b> {
+  fbb_: &'b mut flatbuffers::FlatBufferBuilder<'a>,
+  start_: flatbuffers::WIPOffset<flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b> TxnMarkerBuilder<'a, 'b> {
+  #[inline]
+  pub fn add_topic(&mut self, topic: flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(TxnMarker::VT_TOPIC, topic);
+  }
+  #[inline]
+  pub fn add_partition(&mut self, partition: i32) {
+    self.fbb_.push_slot::<i32>(TxnMarker::VT_PARTITION, partition, 0);
+  }
+  #[inline]
+  pub fn add_producer_id(&mut self, producer_id: i64) {
+    self.fbb_.push_slot::<i64>(TxnMarker::VT_PRODUCER_ID, producer_id, 0);
+  }
+  #[inline]
+  pub fn add_producer_epoch(&mut self, producer_epoch: i16) {
+    self.fbb_.push_slot::<i16>(TxnMarker::VT_PRODUCER_EPOCH, producer_epoch, 0);
+  }
+  #[inline]
+  pub fn add_commit(&mut self, commit: bool) {
+    self.fbb_.push_slot::<bool>(TxnMarker::VT_COMMIT, commit, false);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> TxnMarkerBuilder<'a, 'b> {
+    let start = _fbb.start_table();
+    TxnMarkerBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> flatbuffers::WIPOffset<TxnMarker<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl core::fmt::Debug for TxnMarker<'_> {
+  fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut ds = f.debug_struct("TxnMarker");
+      ds.field("topic", &self.topic());
+      ds.field("partition", &self.partition());
+      ds.field("producer_id", &self.producer_id());
+      ds.field("producer_epoch", &self.producer_epoch());
+      ds.field("commit", &self.commit());
+      ds.finish()
+  }
+}
+pub enum RequestOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// A broker's request to another broker; `request_id` comes back in the answer.
+pub struct Request<'a> {
+  pub _tab: flatbuffers::Table<'a>,
+}
+
+impl<'a> flatbuffers::Follow<'a> for Request<'a> {
+  type Inner = Request<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: flatbuffers::Table::new(buf, loc) }
+  }
+}
+
+impl<'a> Request<'a> {
+  pub const VT_REQUEST_ID: flatbuffers::VOffsetT = 4;
+  pub const VT_BODY_TYPE: flatbuffers::VOffsetT = 6;
+  pub const VT_BODY: flatbuffers::VOffsetT = 8;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
+    Request { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
+    _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
+    args: &'args RequestArgs
+  ) -> flatbuffers::WIPOffset<Request<'bldr>> {
+    let mut builder = RequestBuilder::new(_fbb);
+    builder.add_request_id(args.request_id);
+    if let Some(x) = args.body { builder.add_body(x); }
+    builder.add_body_type(args.body_type);
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn request_id(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Request::VT_REQUEST_ID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn body_type(&self) -> Body {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<Body>(Request::VT_BODY_TYPE, Some(Body::NONE)).unwrap()}
+  }
+  #[inline]
+  pub fn body(&self) -> Option<flatbuffers::Table<'a>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Table<'a>>>(Request::VT_BODY, None)}
+  }
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_txn_marker(&self) -> Option<TxnMarker<'a>> {
+    if self.body_type() == Body::TxnMarker {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { TxnMarker::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+}
+
+impl flatbuffers::Verifiable for Request<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    v.visit_table(pos)?
+     .visit_field::<u64>("request_id", Self::VT_REQUEST_ID, false)?
+     .visit_union::<Body, _>("body_type", Self::VT_BODY_TYPE, "body", Self::VT_BODY, false, |key, v, pos| {
+        match key {
+          Body::TxnMarker => v.verify_union_variant::<flatbuffers::ForwardsUOffset<TxnMarker>>("Body::TxnMarker", pos),
+          _ => Ok(()),
+        }
+     })?
+     .finish();
+    Ok(())
+  }
+}
+pub struct RequestArgs {
+    pub request_id: u64,
+    pub body_type: Body,
+    pub body: Option<flatbuffers::WIPOffset<flatbuffers::UnionWIPOffset>>,
+}
+impl<'a> Default for RequestArgs {
+  #[inline]
+  fn default() -> Self {
+    RequestArgs {
+      request_id: 0,
+      body_type: Body::NONE,
+      body: None,
+    }
+  }
+}
+
+pub struct RequestBuilder<'a: 'b, 'b> {
+  fbb_: &'b mut flatbuffers::FlatBufferBuilder<'a>,
+  start_: flatbuffers::WIPOffset<flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b> RequestBuilder<'a, 'b> {
+  #[inline]
+  pub fn add_request_id(&mut self, request_id: u64) {
+    self.fbb_.push_slot::<u64>(Request::VT_REQUEST_ID, request_id, 0);
+  }
+  #[inline]
+  pub fn add_body_type(&mut self, body_type: Body) {
+    self.fbb_.push_slot::<Body>(Request::VT_BODY_TYPE, body_type, Body::NONE);
+  }
+  #[inline]
+  pub fn add_body(&mut self, body: flatbuffers::WIPOffset<flatbuffers::UnionWIPOffset>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(Request::VT_BODY, body);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> RequestBuilder<'a, 'b> {
+    let start = _fbb.start_table();
+    RequestBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> flatbuffers::WIPOffset<Request<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl core::fmt::Debug for Request<'_> {
+  fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut ds = f.debug_struct("Request");
+      ds.field("request_id", &self.request_id());
+      ds.field("body_type", &self.body_type());
+      match self.body_type() {
+        Body::TxnMarker => {
+          if let Some(x) = self.body_as_txn_marker() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        _ => {
+          let x: Option<()> = None;
+          ds.field("body", &x)
+        },
+      };
+      ds.finish()
+  }
+}
+pub enum AnswerOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// The answer: `error_code` 0 or a Kafka error code.
+pub struct Answer<'a> {
+  pub _tab: flatbuffers::Table<'a>,
+}
+
+impl<'a> flatbuffers::Follow<'a> for Answer<'a> {
+  type Inner = Answer<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: flatbuffers::Table::new(buf, loc) }
+  }
+}
+
+impl<'a> Answer<'a> {
+  pub const VT_REQUEST_ID: flatbuffers::VOffsetT = 4;
+  pub const VT_ERROR_CODE: flatbuffers::VOffsetT = 6;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
+    Answer { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
+    _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
+    args: &'args AnswerArgs
+  ) -> flatbuffers::WIPOffset<Answer<'bldr>> {
+    let mut builder = AnswerBuilder::new(_fbb);
+    builder.add_request_id(args.request_id);
+    builder.add_error_code(args.error_code);
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn request_id(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Answer::VT_REQUEST_ID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn error_code(&self) -> i16 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i16>(Answer::VT_ERROR_CODE, Some(0)).unwrap()}
+  }
+}
+
+impl flatbuffers::Verifiable for Answer<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    v.visit_table(pos)?
+     .visit_field::<u64>("request_id", Self::VT_REQUEST_ID, false)?
+     .visit_field::<i16>("error_code", Self::VT_ERROR_CODE, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct AnswerArgs {
+    pub request_id: u64,
+    pub error_code: i16,
+}
+impl<'a> Default for AnswerArgs {
+  #[inline]
+  fn default() -> Self {
+    AnswerArgs {
+      request_id: 0,
+      error_code: 0,
+    }
+  }
+}
+
+pub struct AnswerBuilder<'a: 'b, 'b> {
+  fbb_: &'b mut flatbuffers::FlatBufferBuilder<'a>,
+  start_: flatbuffers::WIPOffset<flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b> AnswerBuilder<'a, 'b> {
+  #[inline]
+  pub fn add_request_id(&mut self, request_id: u64) {
+    self.fbb_.push_slot::<u64>(Answer::VT_REQUEST_ID, request_id, 0);
+  }
+  #[inline]
+  pub fn add_error_code(&mut self, error_code: i16) {
+    self.fbb_.push_slot::<i16>(Answer::VT_ERROR_CODE, error_code, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> AnswerBuilder<'a, 'b> {
+    let start = _fbb.start_table();
+    AnswerBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> flatbuffers::WIPOffset<Answer<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl core::fmt::Debug for Answer<'_> {
+  fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut ds = f.debug_struct("Answer");
+      ds.field("request_id", &self.request_id());
+      ds.field("error_code", &self.error_code());
+      ds.finish()
+  }
+}
+}  // pub mod broker
 }  // pub mod strand
 

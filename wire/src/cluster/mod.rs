@@ -19,6 +19,8 @@
 #[rustfmt::skip]
 mod cluster_generated;
 
+/// Broker -> broker requests and answers, e.g. transaction markers (`wire/schema/cluster.fbs`).
+pub use cluster_generated::strand::broker;
 /// Broker -> active controller requests and answers (`wire/schema/cluster.fbs`).
 pub use cluster_generated::strand::controller;
 /// The metadata log's records (`wire/schema/cluster.fbs`).
