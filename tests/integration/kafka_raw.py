@@ -149,3 +149,18 @@ def produce(port, topic, records, partition=0):
     body = call(port, produce_v3(topic, records, partition))
     assert body is not None, "connection closed"
     return produce_error(body)
+
+
+def list_offsets_v4(topic, partition, current_leader_epoch, timestamp=-1, correlation_id=9):
+    """ListOffsets v4 for one partition with a `current_leader_epoch` (KIP-320)."""
+    body = (struct.pack(">ib", -1, 0) + struct.pack(">i", 1) + s(topic) + struct.pack(">i", 1)
+            + struct.pack(">iiq", partition, current_leader_epoch, timestamp))
+    return framed(2, 4, correlation_id, body)
+
+
+def list_offsets_v4_answer(body):
+    """(error code, offset, leader epoch) of the one partition in a ListOffsets v4 answer."""
+    at = 4 + 4 + 4  # correlation id, throttle time, topics count
+    at += 2 + struct.unpack(">h", body[at:at + 2])[0] + 4  # name, partitions count
+    _, error, _, offset, epoch = struct.unpack(">ihqqi", body[at:at + 26])
+    return error, offset, epoch

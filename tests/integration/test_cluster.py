@@ -202,6 +202,24 @@ def test_a_killed_node_is_fenced_and_leads_again_after_a_restart(cluster):
     cluster.until(f"node {victim} leads again", lambda: (lambda m: victim in m.brokers and all(
         m.topics[topic].partitions[q].leader == victim for q in theirs))(
             cluster.metadata(survivor, topic)), limit_s=60)
+    # The leader epoch moved on with the restart (KIP-320): a client still holding the old
+    # one (0, from the topic's creation) is told FENCED_LEADER_EPOCH (74) by the leader; the
+    # answer carries the new epoch.
+    md_port = cluster.brokers[victim].port
+    for q in theirs:
+        body = kafka_raw.call(md_port, kafka_raw.list_offsets_v4(topic, q, 0))
+        assert kafka_raw.list_offsets_v4_answer(body)[0] == 74, (q, body)
+        ok = None
+        for epoch in range(1, 10):
+            answer = kafka_raw.list_offsets_v4_answer(
+                kafka_raw.call(md_port, kafka_raw.list_offsets_v4(topic, q, epoch)))
+            if answer[0] == 0:
+                ok = (epoch, answer)
+                break
+            assert answer[0] == 74, (q, epoch, answer)
+        assert ok and ok[1][1] == 10 and ok[1][2] == ok[0], (q, ok)
+        body = kafka_raw.call(md_port, kafka_raw.list_offsets_v4(topic, q, ok[0] + 1))
+        assert kafka_raw.list_offsets_v4_answer(body)[0] == 75, "UNKNOWN_LEADER_EPOCH"
     c = Consumer({"bootstrap.servers": cluster.bootstrap(survivor), "group.id": "x",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, q, 0) for q in theirs])

@@ -48,9 +48,17 @@ pub async fn handle(
             if !seen.insert((t.topic.0.as_str(), p.partition)) {
                 continue; // listed twice: Kafka keeps one entry per partition
             }
-            if too_long {
-                // No such topic can exist; answered without a name copy per partition, and
-                // never held by a session.
+            // A name no topic can have, or a stale / future leader epoch (KIP-320, v9+):
+            // answered at once, never held by a session.
+            let refusal = if too_long {
+                Some(strand_wire::ErrorCode::UnknownTopicOrPartition)
+            } else if version >= 9 {
+                node.check_leader_epoch(&t.topic.0, p.partition, p.current_leader_epoch)
+                    .err()
+            } else {
+                None
+            };
+            if let Some(code) = refusal {
                 if refused.last().is_none_or(|r| r.name != t.topic.0.as_str()) {
                     refused.push(FetchTopic {
                         name: t.topic.0.to_string(),
@@ -58,10 +66,7 @@ pub async fn handle(
                     });
                 }
                 if let Some(r) = refused.last_mut() {
-                    r.partitions.push(failed(
-                        p.partition,
-                        strand_wire::ErrorCode::UnknownTopicOrPartition,
-                    ));
+                    r.partitions.push(failed(p.partition, code));
                 }
                 continue;
             }

@@ -21,17 +21,23 @@ pub async fn handle(node: &Rc<Node>, mut req: ListOffsetsRequest) -> ListOffsets
             let mut pr = ListOffsetsPartitionResponse::default();
             pr.partition_index = p.partition_index;
             pr.timestamp = -1;
-            match node
-                .offsets(
-                    (name.clone(), p.partition_index),
-                    p.timestamp,
-                    req.isolation_level == 1,
-                )
-                .await
-            {
+            let checked = node.check_leader_epoch(&name, p.partition_index, p.current_leader_epoch);
+            let answer = match checked {
+                Ok(()) => {
+                    node.offsets(
+                        (name.clone(), p.partition_index),
+                        p.timestamp,
+                        req.isolation_level == 1,
+                    )
+                    .await
+                }
+                Err(code) => Err(code),
+            };
+            match answer {
                 Ok((offset, timestamp)) => {
                     pr.offset = offset.0;
                     pr.timestamp = timestamp;
+                    pr.leader_epoch = node.leader_epoch(&name, p.partition_index);
                 }
                 Err(code) => {
                     pr.error_code = code.code();

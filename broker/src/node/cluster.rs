@@ -58,6 +58,42 @@ impl Node {
         }
     }
 
+    /// The partition's current leader epoch (0 on a single node or when unknown).
+    pub(crate) fn leader_epoch(&self, topic: &str, partition: i32) -> i32 {
+        self.catalog()
+            .cluster
+            .as_ref()
+            .and_then(|v| v.partition(topic, partition))
+            .map_or(0, |p| p.leader_epoch)
+    }
+
+    /// KIP-320: a request's `current_leader_epoch` against the partition's (the view's in a
+    /// cluster, 0 on a single node). -1 (not given) passes; an older epoch is
+    /// FENCED_LEADER_EPOCH (the client's leader is stale), a newer one UNKNOWN_LEADER_EPOCH
+    /// (this broker has not seen that leader change yet); both send the client to Metadata.
+    pub(crate) fn check_leader_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        epoch: i32,
+    ) -> Result<(), ErrorCode> {
+        if epoch < 0 {
+            return Ok(());
+        }
+        let current = match &self.catalog().cluster {
+            Some(v) => match v.partition(topic, partition) {
+                Some(p) => p.leader_epoch,
+                None => return Ok(()), // unknown partitions are answered further on
+            },
+            None => 0,
+        };
+        match epoch.cmp(&current) {
+            std::cmp::Ordering::Less => Err(ErrorCode::FencedLeaderEpoch),
+            std::cmp::Ordering::Greater => Err(ErrorCode::UnknownLeaderEpoch),
+            std::cmp::Ordering::Equal => Ok(()),
+        }
+    }
+
     /// In a cluster, when `tp` is led by another node (or by none, -1): the way there and
     /// the leader's id. `None` when this node leads it or runs alone.
     pub(crate) fn remote_leader(&self, tp: &TopicPartition) -> Option<(ClusterHandle, i32)> {
