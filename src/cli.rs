@@ -118,7 +118,8 @@ pub enum GroupCmd {
 
 #[derive(Subcommand)]
 pub enum ClusterCmd {
-    /// Cluster id, controller, brokers and topic count.
+    /// Cluster id, controller, brokers (live / fenced or down), the metadata quorum (leader,
+    /// term, each voter's lag) and each broker's metadata image digest.
     Info,
     /// A development CA and a certificate for each node, for the cluster transport's mutual
     /// TLS: DIR/ca.pem, DIR/ca.key, DIR/node-N.pem, DIR/node-N.key. Production clusters use
@@ -185,7 +186,7 @@ where
     }
 }
 
-fn print_table(header: &[&str], rows: &[Vec<String>]) {
+pub(crate) fn print_table(header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
@@ -594,28 +595,7 @@ pub fn cluster(conn: Conn, cmd: ClusterCmd) -> ExitCode {
             }
         };
     }
-    run(&conn, move |cluster, json| async move {
-        let md = cluster.refresh(None).await?;
-        if json {
-            println!(
-                "{}",
-                json!({"cluster_id": md.cluster_id, "controller": md.controller_id,
-                    "brokers": md.brokers, "topics": md.topics.len()})
-            );
-        } else {
-            println!(
-                "cluster {}  controller {}  topics {}",
-                md.cluster_id.as_deref().unwrap_or("-"),
-                md.controller_id,
-                md.topics.len()
-            );
-            let rows: Vec<Vec<String>> = md
-                .brokers
-                .iter()
-                .map(|(id, addr)| vec![id.to_string(), addr.clone()])
-                .collect();
-            print_table(&["BROKER", "ADDRESS"], &rows);
-        }
-        Ok(())
+    run(&conn, move |cluster, json| {
+        crate::cluster_info::info(cluster, json)
     })
 }

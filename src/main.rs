@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod certs;
 mod cli;
+mod cluster_info;
 mod local_cluster;
 use strand_broker::config::{BrokerConfig, DEFAULT_DATA_DIR};
 

@@ -38,6 +38,7 @@ pub const PREFERRED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeQuorum, 0, 2),
 ];
 
 /// The version of ApiVersions sent first, before anything is known (v3: flexible, and
@@ -171,6 +172,7 @@ pub fn api_of(body: &RequestKind) -> ApiKey {
         RequestKind::DescribeConfigs(_) => ApiKey::DescribeConfigs,
         RequestKind::IncrementalAlterConfigs(_) => ApiKey::IncrementalAlterConfigs,
         RequestKind::DescribeCluster(_) => ApiKey::DescribeCluster,
+        RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
         // Anything else is refused by `version` (not in PREFERRED).
         _ => ApiKey::SaslAuthenticate,
     }

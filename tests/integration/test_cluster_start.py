@@ -212,6 +212,16 @@ def test_the_quorum_is_described_and_every_image_is_equal(local):
     assert len({x["leader"] for x in s}) == 1 and s[0]["leader"] in (1, 2, 3), s
     leader = next(x for x in s if x["node_id"] == x["leader"])
     assert sorted(v["node_id"] for v in leader["voters"]) == [1, 2, 3], leader
+    # The same through `strand cluster info --json` (DescribeQuorum + each broker's digest).
+    r = subprocess.run([BINARY, "cluster", "info", "--json", "--brokers", local.nodes[0]],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    info = json.loads(r.stdout)
+    assert info["image_digests_equal"], info
+    assert sorted(b["id"] for b in info["brokers"] if b["state"] == "live") == [1, 2, 3], info
+    assert {b["image_digest"] for b in info["brokers"]} == {s[0]["image_digest"]}, info
+    assert info["quorum"]["leader"] == s[0]["leader"], info
+    assert sorted(v["id"] for v in info["quorum"]["voters"]) == [1, 2, 3], info
     if HAVE_JAVA:
         r = subprocess.run(["java", "-cp", os.path.join(LIBS, "*"),
                             "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server",

@@ -17,6 +17,11 @@ use crate::node::Node;
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 pub const RESOURCE_GROUP: i8 = 32;
+/// Read-only broker entries of a cluster node, returned only when named: its metadata
+/// image's digest (equal on nodes that applied the same records) and applied offset.
+pub const DIGEST_KEY: &str = "strand.metadata.image.digest";
+pub const APPLIED_KEY: &str = "strand.metadata.applied.offset";
+const CLUSTER_STATUS_KEYS: [&str; 2] = [DIGEST_KEY, APPLIED_KEY];
 /// Kafka's config sources.
 const SOURCE_TOPIC: i8 = 1;
 const SOURCE_DYNAMIC_BROKER: i8 = 2;
@@ -96,6 +101,20 @@ pub async fn handle(node: &Rc<Node>, req: DescribeConfigsRequest) -> DescribeCon
                     ),
                 ];
                 let dynamic = &catalog.broker_configs;
+                let mut status = Vec::new();
+                if let (Some(h), Some(keys)) = (&node.shared.cluster, &keys) {
+                    // Cluster mode, asked by name only (`strand cluster info`): this node's
+                    // metadata image, read-only.
+                    if keys
+                        .iter()
+                        .any(|k| CLUSTER_STATUS_KEYS.contains(&k.as_str()))
+                    {
+                        if let Some(s) = h.status().await {
+                            status.push((DIGEST_KEY, format!("{:016x}", s.image_digest)));
+                            status.push((APPLIED_KEY, s.applied_offset.to_string()));
+                        }
+                    }
+                }
                 r.configs = broker
                     .into_iter()
                     .filter(|(k, _)| wanted(k) && !dynamic.contains_key(*k))
@@ -106,6 +125,11 @@ pub async fn handle(node: &Rc<Node>, req: DescribeConfigsRequest) -> DescribeCon
                             .filter(|(k, _)| wanted(k))
                             .map(|(k, v)| entry(k, v.clone(), SOURCE_DYNAMIC_BROKER)),
                     )
+                    .chain(status.into_iter().filter(|(k, _)| wanted(k)).map(|(k, v)| {
+                        let mut e = entry(k, v, SOURCE_STATIC_BROKER);
+                        e.read_only = true;
+                        e
+                    }))
                     .collect();
             }
             RESOURCE_GROUP => {
