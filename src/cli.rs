@@ -121,9 +121,6 @@ pub enum ClusterCmd {
     /// Cluster id, controller, brokers (live / fenced or down), the metadata quorum (leader,
     /// term, each voter's lag) and each broker's metadata image digest.
     Info,
-    /// A development CA and a certificate for each node, for the cluster transport's mutual
-    /// TLS: DIR/ca.pem, DIR/ca.key, DIR/node-N.pem, DIR/node-N.key. Production clusters use
-    /// certificates from their own CA, issued for the DNS name `node-<node.id>`.
     /// A local cluster: N `strand serve` processes on 127.0.0.1 (configs, pid files, logs and
     /// data under DIR/node-N); prints `bootstrap: ...`, stops them all on Ctrl-C.
     Start {
@@ -135,6 +132,9 @@ pub enum ClusterCmd {
         #[arg(long, default_value_t = 1)]
         cores_per_node: usize,
     },
+    /// A development CA and a certificate for each node, for the cluster transport's mutual
+    /// TLS: DIR/ca.pem, DIR/ca.key, DIR/node-N.pem, DIR/node-N.key. Production clusters use
+    /// certificates from their own CA, issued for the DNS name `node-<node.id>`.
     Certs {
         /// Where the files go (created; existing files are not overwritten).
         #[arg(long)]

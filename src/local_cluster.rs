@@ -115,9 +115,21 @@ fn pid_of(dir: &Path, n: u32) -> Option<i32> {
         .ok()
 }
 
+/// Whether `pid` runs a `strand serve` (a zombie counts as gone; so does a reused pid now
+/// running something else, which must never be signalled).
 fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid, 0) == 0 }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    if state == Some("Z") {
+        return false;
+    }
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| c.split(|b| *b == 0).any(|arg| arg == b"serve"))
+        .unwrap_or(false)
 }
 
 /// Blocks SIGINT and SIGTERM in this thread (before any child or thread starts) and returns

@@ -175,6 +175,17 @@ impl ClusterKeys {
         if node_id < 0 {
             return Err(err(format!("node.id must not be negative, got {node_id}")));
         }
+        if c.cluster_id.len() > 64
+            || !c
+                .cluster_id
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+        {
+            return Err(err(format!(
+                "cluster.id must be 1-64 characters of A-Z, a-z, 0-9, '-', '_', '.', got {:?}",
+                c.cluster_id
+            )));
+        }
         if c.default_replication_factor != 1 {
             return Err(err(format!(
                 "default.replication.factor must be 1 until partition replication lands (#18), got {}",

@@ -179,11 +179,19 @@ async fn run(start: MemberStart) -> io::Result<()> {
         rack: None,
     };
     let session = Rc::new(BrokerSession::default());
+    let published = Rc::new(Published::default());
+    // Heartbeats name the offset every shard has applied, so the controller unfences this
+    // broker only once its shards serve the view that holds its registration.
+    let shards_applied: Rc<dyn Fn() -> u64> = {
+        let p = Rc::clone(&published);
+        Rc::new(move || p.offset.get())
+    };
     let lifecycle = glommio::spawn_local(broker_session::run(
         driver.clone(),
         registration,
         cluster.broker_heartbeat_interval_ms,
         Rc::clone(&session),
+        shards_applied,
     ));
     glommio::spawn_local(async move {
         if let Err(why) = lifecycle.await {
@@ -193,7 +201,12 @@ async fn run(start: MemberStart) -> io::Result<()> {
     })
     .detach();
     glommio::spawn_local(refill_producer_ids(driver.clone(), producer_ids)).detach();
-    let asks = Rc::new(BrokerAsks::default());
+    // Request ids start at a random point, so a late answer to a request of this node's
+    // previous incarnation cannot complete a new one.
+    let asks = Rc::new(BrokerAsks {
+        next_id: Cell::new(uuid::Uuid::new_v4().as_u64_pair().0 >> 1),
+        waiting: RefCell::new(HashMap::new()),
+    });
     glommio::spawn_local(broker_messages(
         driver.clone(),
         senders.clone(),
@@ -201,7 +214,6 @@ async fn run(start: MemberStart) -> io::Result<()> {
         Rc::clone(&asks),
     ))
     .detach();
-    let published = Rc::new(Published::default());
     glommio::spawn_local(publisher(
         driver.clone(),
         senders,

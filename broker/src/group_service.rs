@@ -148,6 +148,14 @@ impl Node {
 
     /// Runs a group request on the coordinating shard.
     pub async fn group_request(self: &Rc<Self>, group: &str, req: GroupRequest) -> GroupResponse {
+        // In a cluster, only the leader of the group's offsets partition coordinates it.
+        let offsets_tp = (
+            crate::internal_topics::OFFSETS_TOPIC.to_string(),
+            crate::internal_topics::offsets_partition(group),
+        );
+        if self.remote_leader(&offsets_tp).is_some() {
+            return GroupResponse::Error(ErrorCode::NotCoordinator);
+        }
         let owner = self.group_shard(group);
         if owner == self.shard {
             return self.group_local(req).await;

@@ -82,6 +82,13 @@ impl Node {
 
     /// Runs a transaction request on the coordinating shard.
     pub async fn txn_request(self: &Rc<Self>, id: &str, req: TxnRequest) -> TxnResponse {
+        // In a cluster, only the leader of the id's transaction-state partition coordinates.
+        if self.remote_leader(&txn_tp(id)).is_some() {
+            return match req {
+                TxnRequest::Init { .. } => TxnResponse::Init(Err(ErrorCode::NotCoordinator)),
+                _ => TxnResponse::Done(Err(ErrorCode::NotCoordinator)),
+            };
+        }
         let owner = self.txn_shard(id);
         if owner == self.shard {
             return self.txn_local(req).await;

@@ -206,6 +206,10 @@ def test_a_killed_node_is_fenced_and_leads_again_after_a_restart(cluster):
     # one (0, from the topic's creation) is told FENCED_LEADER_EPOCH (74) by the leader; the
     # answer carries the new epoch.
     md_port = cluster.brokers[victim].port
+    # The victim's own shards must serve the new view before they are asked.
+    cluster.until(f"node {victim} sees itself lead again", lambda: all(
+        cluster.metadata(victim, topic).topics[topic].partitions[q].leader == victim
+        for q in theirs))
     for q in theirs:
         body = kafka_raw.call(md_port, kafka_raw.list_offsets_v4(topic, q, 0))
         assert kafka_raw.list_offsets_v4_answer(body)[0] == 74, (q, body)

@@ -1,6 +1,7 @@
 //! This node's broker in the cluster's eyes (KRaft's BrokerLifecycleManager): it registers
 //! with the active controller (node id, a fresh incarnation, endpoints, shards), then sends a
-//! heartbeat every `broker.heartbeat.interval.ms` naming the metadata offset it has applied.
+//! heartbeat every `broker.heartbeat.interval.ms` naming the metadata offset it has applied
+//! (`applied_here`: the offset its shards serve, not just the driver's image).
 //! The controller unfences it once it has caught up with its own registration and fences it
 //! when heartbeats stop for `broker.session.timeout.ms`.
 //!
@@ -40,6 +41,7 @@ pub async fn run(
     registration: BrokerRegistration,
     heartbeat_interval_ms: u64,
     session: Rc<BrokerSession>,
+    applied_here: Rc<dyn Fn() -> u64>,
 ) -> Result<(), String> {
     let interval = Duration::from_millis(heartbeat_interval_ms);
     session.fenced.set(true);
@@ -81,7 +83,7 @@ pub async fn run(
             let hb = Heartbeat {
                 node_id: registration.node_id,
                 broker_epoch: session.epoch.get(),
-                metadata_offset: driver.applied_offset(),
+                metadata_offset: applied_here(),
                 shutting_down: false,
             };
             let a = driver.call(Request::Heartbeat(hb), interval * 2).await;
@@ -115,7 +117,7 @@ pub async fn run(
         let hb = Heartbeat {
             node_id: registration.node_id,
             broker_epoch: session.epoch.get(),
-            metadata_offset: driver.applied_offset(),
+            metadata_offset: applied_here(),
             shutting_down: true,
         };
         let _ = driver.call(Request::Heartbeat(hb), interval).await;

@@ -72,7 +72,19 @@ pub async fn handle(node: &Rc<Node>, req: CreateTopicsRequest) -> CreateTopicsRe
     for t in req.topics {
         let mut r = CreatableTopicResult::default();
         r.name = t.name.clone();
-        let assigned = (!t.assignments.is_empty()).then(|| assigned_partitions(&t));
+        let assigned = (!t.assignments.is_empty()).then(|| {
+            if node.shared.cluster.is_some() {
+                // The controller places partitions itself (leaders balanced); an assignment
+                // it would ignore must not look accepted.
+                return Err((
+                    ErrorCode::InvalidReplicaAssignment,
+                    "manual replica assignments are not supported in a cluster yet; give \
+                     numPartitions and replicationFactor"
+                        .to_string(),
+                ));
+            }
+            assigned_partitions(&t)
+        });
         let partitions = match &assigned {
             Some(Ok(n)) => *n,
             _ if t.num_partitions == -1 => node.config().num_partitions,

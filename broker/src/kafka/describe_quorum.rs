@@ -48,7 +48,7 @@ pub async fn handle(
                 continue;
             }
             // raft ids are node id + 1 (0: none).
-            part.leader_id = BrokerId(q.leader_id as i32 - 1);
+            part.leader_id = BrokerId(i32::try_from(q.leader_id as i64 - 1).unwrap_or(-1));
             part.leader_epoch = i32::try_from(q.term).unwrap_or(i32::MAX);
             part.high_watermark = i64::try_from(q.commit_index).unwrap_or(i64::MAX);
             part.current_voters = status

@@ -11,7 +11,11 @@ use strand_wire::kafka::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use crate::node::Node;
 
-pub async fn handle(node: &Rc<Node>, mut req: ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn handle(
+    node: &Rc<Node>,
+    mut req: ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
     let topics = std::mem::take(&mut req.topics);
     for t in topics {
@@ -37,7 +41,10 @@ pub async fn handle(node: &Rc<Node>, mut req: ListOffsetsRequest) -> ListOffsets
                 Ok((offset, timestamp)) => {
                     pr.offset = offset.0;
                     pr.timestamp = timestamp;
-                    pr.leader_epoch = node.leader_epoch(&name, p.partition_index);
+                    if version >= 4 {
+                        // The field exists from v4 on (an older answer cannot carry it).
+                        pr.leader_epoch = node.leader_epoch(&name, p.partition_index);
+                    }
                 }
                 Err(code) => {
                     pr.error_code = code.code();

@@ -59,7 +59,17 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
             }
             let mut missing = missing;
             missing.truncate(admitted);
-            if !missing.is_empty() {
+            if !missing.is_empty() && node.shared.cluster.is_some() {
+                // In a cluster the controller may be far (or being elected): create in the
+                // background and answer LEADER_NOT_AVAILABLE now, which clients retry — as
+                // Kafka answers a first auto-creating Metadata request.
+                deferred.extend(missing.iter().map(|t| t.name.clone()));
+                let node = Rc::clone(node);
+                glommio::spawn_local(async move {
+                    node.change_catalog(CatalogOp::Create(missing), false).await;
+                })
+                .detach();
+            } else if !missing.is_empty() {
                 node.change_catalog(CatalogOp::Create(missing), false).await;
             }
         }

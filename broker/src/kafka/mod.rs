@@ -160,7 +160,7 @@ pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKin
             ResponseKind::Metadata(metadata::handle(node, r, version).await)
         }
         RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(list_offsets::handle(node, r).await)
+            ResponseKind::ListOffsets(list_offsets::handle(node, r, version).await)
         }
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(create_topics::handle(node, r).await)

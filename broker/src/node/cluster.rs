@@ -19,7 +19,65 @@ use crate::storage::PartitionLog;
 /// The broker id of a single node (Kafka's `node.id` default for one broker).
 pub const SINGLE_NODE_ID: i32 = 0;
 
+/// Kafka's file naming the topic id a partition directory belongs to.
+const PARTITION_METADATA: &str = "partition.metadata";
+
+/// Whether `topic` is in both catalogs under different ids: deleted and re-created between
+/// two views (they can coalesce), so the old partitions must go.
+pub(super) fn replaced(old: &Catalog, new: &Catalog, topic: &str) -> bool {
+    match (old.topics.get(topic), new.topics.get(topic)) {
+        (Some(a), Some(b)) => a.id != b.id,
+        _ => false,
+    }
+}
+
+/// Cluster mode, before a partition opens: its directory must belong to `topic_id` (Kafka's
+/// `partition.metadata`). A directory left by an earlier topic of the same name (deleted and
+/// re-created while this node was away) is removed first, so its records never show up in
+/// the new topic.
+pub(super) async fn claim_dir(dir: &std::path::Path, topic_id: &str) -> std::io::Result<()> {
+    let (dir, want) = (
+        dir.to_path_buf(),
+        format!("version: 0\ntopic_id: {topic_id}\n"),
+    );
+    glommio::executor()
+        .spawn_blocking(move || {
+            let file = dir.join(PARTITION_METADATA);
+            match std::fs::read_to_string(&file) {
+                Ok(have) if have == want => return Ok(()),
+                Ok(_) => {
+                    tracing::warn!(dir = %dir.display(), "partition directory of an earlier topic with this name: removed");
+                    std::fs::remove_dir_all(&dir)?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir.exists() => {
+                    tracing::warn!(dir = %dir.display(), "partition directory without partition.metadata: removed");
+                    std::fs::remove_dir_all(&dir)?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(&file, want)?;
+            std::fs::File::open(&file)?.sync_all()?;
+            crate::storage::recovery::sync_dir(&dir)
+        })
+        .await
+}
+
 impl Node {
+    /// A fresh producer id: from the controller's blocks in a cluster (`None` until one
+    /// arrived), from the clock-seeded counter on a single node.
+    pub fn next_producer_id(&self) -> Option<i64> {
+        match &self.shared.cluster {
+            Some(h) => h.producer_ids.take(),
+            None => Some(
+                self.shared
+                    .next_producer_id
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            ),
+        }
+    }
+
     /// This broker's id: `node.id` in a cluster, 0 on a single node.
     pub fn node_id(&self) -> i32 {
         self.shared
@@ -112,8 +170,18 @@ impl Node {
         op: CatalogOp,
         validate_only: bool,
     ) -> AdminOutcome {
+        let grows = matches!(op, CatalogOp::Create(_) | CatalogOp::CreatePartitions(_));
+        if grows && self.shared.disk.is_low() {
+            let reason = self.shared.disk.reason();
+            return vec![Err((ErrorCode::PolicyViolation, reason)); op_len(&op)];
+        }
+        // The same bound as a single node's (`topic.partitions.per.shard` x this node's
+        // shards), over the whole cluster's partitions: it keeps the metadata image (and its
+        // snapshot, which must fit a cluster message) bounded.
+        let partitions_max = i64::from(self.config().topic_partitions_per_shard)
+            .saturating_mul(self.shards() as i64);
         let mut scratch = (*self.catalog()).clone();
-        let checks = scratch.apply(&op);
+        let checks = scratch.apply_within(&op, partitions_max);
         if validate_only {
             return checks;
         }

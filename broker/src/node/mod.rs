@@ -13,7 +13,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -718,7 +718,7 @@ impl Node {
     }
 
     pub async fn apply_catalog(&self, catalog: Arc<Catalog>) {
-        *self.catalog.borrow_mut() = Arc::clone(&catalog);
+        let old = self.catalog.replace(Arc::clone(&catalog));
         let config = Arc::clone(&self.shared.config);
         let gone: Vec<(TopicPartition, PartitionLog)> = self
             .partitions
@@ -730,6 +730,7 @@ impl Node {
                     .get(&tp.0)
                     .is_none_or(|t| tp.1 >= t.partitions)
                     || !self.hosts(&catalog, tp)
+                    || cluster::replaced(&old, &catalog, &tp.0)
             })
             .map(|(tp, log)| (tp.clone(), log.clone()))
             .collect();
@@ -757,6 +758,12 @@ impl Node {
                     continue;
                 }
                 let dir = config.data_dir.join(format!("{name}-{p}"));
+                if catalog.cluster.is_some() {
+                    if let Err(e) = cluster::claim_dir(&dir, &meta.id).await {
+                        warn!(topic = %name, partition = p, error = %e, "cannot prepare the partition directory");
+                        continue;
+                    }
+                }
                 match PartitionLog::open(
                     dir,
                     meta.log_config(&config.log),
@@ -784,15 +791,6 @@ impl Node {
                     }
                 }
             }
-        }
-    }
-
-    /// A fresh producer id: from the controller's blocks in a cluster (`None` until one
-    /// arrived), from the clock-seeded counter on a single node.
-    pub fn next_producer_id(&self) -> Option<i64> {
-        match &self.shared.cluster {
-            Some(h) => h.producer_ids.take(),
-            None => Some(self.shared.next_producer_id.fetch_add(1, Ordering::Relaxed)),
         }
     }
 }

@@ -79,6 +79,10 @@ fn spawn_node(spec: MetadataSpec, reports: mpsc::Sender<Report>) -> Running {
                     registration,
                     300,
                     Rc::clone(&session),
+                    {
+                        let d = d.clone();
+                        Rc::new(move || d.applied_offset())
+                    },
                 ));
                 let (d2, r2) = (d.clone(), reports.clone());
                 glommio::spawn_local(async move {
