@@ -13,7 +13,8 @@
 //! - [`shutdown`] — SIGTERM/SIGINT: refuse writes, flush every partition, exit 0.
 //! - [`host`] — start-up view of the host: io-properties -> `StorageOptions`, tuning warnings
 //!   (both from `strand-tuning`).
-//! - [`node`] — one shard's partitions and catalog snapshot, and the messages between shards;
+//! - [`node`] — one shard's partitions and catalog snapshot, the messages between shards, and the
+//!   shard's group and transaction services (`node::group_service`, `node::txn_service`);
 //!   shard 0 is the controller for catalog changes.
 //! - [`admission`] — connection limits (`max.connections`, `max.connections.per.ip`, below
 //!   the open-files limit), shared by every shard's listener.
@@ -26,11 +27,7 @@
 //!   table of supported versions.
 //! - [`fetch_session`] — KIP-227 incremental fetch sessions, one cache per shard (sans-IO).
 //! - [`group`] — the consumer-group coordinator, classic protocol (sans-IO).
-//! - [`group_service`] — groups on the node: routing to the coordinating shard, offsets in
-//!   `__consumer_offsets`, timeouts.
 //! - [`txn`] — the transaction coordinator (sans-IO) and its `__transaction_state` records.
-//! - [`txn_service`] — transactions on the node: routing to the coordinating shard,
-//!   persistence, markers to every partition, timeouts, recovery of in-doubt transactions.
 //! - [`stages`] — per-shard latency histograms of each request stage (queue, decode, handle,
 //!   write; hop, append, fsync wait), merged for the admin API (sans-IO).
 //! - [`admin_http`] — the admin HTTP listener (`admin.listen`): health and `GET /v1/stages`.
@@ -55,7 +52,6 @@ pub mod disk_space;
 pub mod dynamic_configs;
 pub mod fetch_session;
 pub mod group;
-pub mod group_service;
 pub mod host;
 pub mod internal_topics;
 pub mod kafka;
@@ -70,6 +66,5 @@ pub mod storage;
 pub mod testkit;
 pub mod topic_configs;
 pub mod txn;
-pub mod txn_service;
 
 pub use config::BrokerConfig;

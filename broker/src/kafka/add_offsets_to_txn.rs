@@ -9,7 +9,7 @@ use strand_wire::ErrorCode;
 use super::add_partitions_to_txn::claim;
 use crate::internal_topics::{offsets_partition, OFFSETS_TOPIC};
 use crate::node::Node;
-use crate::txn_service::{TxnRequest, TxnResponse};
+use crate::node::txn_service::{TxnRequest, TxnResponse};
 
 pub async fn handle(
     node: &Rc<Node>,

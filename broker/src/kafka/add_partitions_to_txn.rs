@@ -15,7 +15,7 @@ use strand_wire::ErrorCode;
 
 use crate::node::Node;
 use crate::txn::{Claim, TxnState};
-use crate::txn_service::{TxnRequest, TxnResponse};
+use crate::node::txn_service::{TxnRequest, TxnResponse};
 
 /// Kafka answers fencing with PRODUCER_FENCED from this version on (KIP-588).
 const FENCED_FROM_VERSION: i16 = 2;

@@ -6,7 +6,7 @@ use strand_wire::kafka::messages::delete_groups_response::DeletableGroupResult;
 use strand_wire::kafka::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use strand_wire::ErrorCode;
 
-use crate::group_service::{GroupRequest, GroupResponse};
+use crate::node::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {

@@ -11,7 +11,7 @@ use strand_wire::kafka::messages::{DescribeGroupsRequest, DescribeGroupsResponse
 use strand_wire::kafka::protocol::StrBytes;
 use strand_wire::ErrorCode;
 
-use crate::group_service::{GroupRequest, GroupResponse};
+use crate::node::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
 
 pub async fn handle(

@@ -12,7 +12,7 @@ use strand_wire::kafka::protocol::StrBytes;
 use strand_wire::ErrorCode;
 
 use crate::node::Node;
-use crate::txn_service::{TxnRequest, TxnResponse};
+use crate::node::txn_service::{TxnRequest, TxnResponse};
 
 pub async fn handle(
     node: &Rc<Node>,

@@ -10,7 +10,7 @@ use strand_wire::ErrorCode;
 
 use super::add_partitions_to_txn::claim;
 use crate::node::Node;
-use crate::txn_service::{TxnRequest, TxnResponse};
+use crate::node::txn_service::{TxnRequest, TxnResponse};
 
 pub async fn handle(node: &Rc<Node>, req: EndTxnRequest, version: i16) -> EndTxnResponse {
     let id = req.transactional_id.0.as_str().to_string();

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use strand_wire::kafka::messages::{HeartbeatRequest, HeartbeatResponse};
 use strand_wire::ErrorCode;
 
-use crate::group_service::{GroupRequest, GroupResponse};
+use crate::node::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: HeartbeatRequest) -> HeartbeatResponse {

@@ -9,7 +9,7 @@ use strand_wire::kafka::messages::{InitProducerIdRequest, InitProducerIdResponse
 use strand_wire::ErrorCode;
 
 use crate::node::Node;
-use crate::txn_service::{TxnRequest, TxnResponse};
+use crate::node::txn_service::{TxnRequest, TxnResponse};
 
 pub async fn handle(node: &Rc<Node>, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let mut r = InitProducerIdResponse::default();

@@ -7,7 +7,7 @@ use strand_wire::kafka::messages::{JoinGroupRequest, JoinGroupResponse, RequestH
 use strand_wire::kafka::protocol::StrBytes;
 
 use crate::group::Join;
-use crate::group_service::{GroupRequest, GroupResponse};
+use crate::node::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
 
 pub async fn handle(

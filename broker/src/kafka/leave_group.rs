@@ -7,7 +7,7 @@ use strand_wire::kafka::messages::leave_group_response::MemberResponse;
 use strand_wire::kafka::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use strand_wire::ErrorCode;
 
-use crate::group_service::{GroupRequest, GroupResponse};
+use crate::node::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {

@@ -11,7 +11,7 @@ use strand_wire::kafka::messages::offset_commit_response::{
 use strand_wire::kafka::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use strand_wire::ErrorCode;
 
-use crate::group_service::{GroupRequest, GroupResponse};
+use crate::node::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: OffsetCommitRequest) -> OffsetCommitResponse {

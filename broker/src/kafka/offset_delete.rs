@@ -8,7 +8,7 @@ use strand_wire::kafka::messages::offset_delete_response::{
 use strand_wire::kafka::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 use strand_wire::ErrorCode;
 
-use crate::group_service::{GroupRequest, GroupResponse};
+use crate::node::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {

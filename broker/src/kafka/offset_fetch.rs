@@ -15,7 +15,7 @@ use strand_wire::kafka::protocol::StrBytes;
 
 use strand_wire::ErrorCode;
 
-use crate::group_service::{GroupRequest, GroupResponse};
+use crate::node::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
 
 type Found = BTreeMap<String, Vec<(i32, i64, i32, Option<String>)>>;

@@ -6,7 +6,7 @@ use strand_wire::kafka::messages::{SyncGroupRequest, SyncGroupResponse};
 use strand_wire::kafka::protocol::StrBytes;
 use strand_wire::ErrorCode;
 
-use crate::group_service::{GroupRequest, GroupResponse};
+use crate::node::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {

@@ -11,9 +11,9 @@ use strand_wire::kafka::messages::{TxnOffsetCommitRequest, TxnOffsetCommitRespon
 use strand_wire::ErrorCode;
 
 use super::add_partitions_to_txn::claim;
-use crate::group_service::{GroupRequest, GroupResponse};
+use crate::node::group_service::{GroupRequest, GroupResponse};
 use crate::node::Node;
-use crate::txn_service::{TxnRequest, TxnResponse};
+use crate::node::txn_service::{TxnRequest, TxnResponse};
 
 pub async fn handle(
     node: &Rc<Node>,
@@ -52,7 +52,7 @@ async fn commit(node: &Rc<Node>, req: &TxnOffsetCommitRequest, version: i16) -> 
     // when this node also coordinates the transaction; in a cluster where another node does,
     // the group coordinator accepts as Kafka's does (transaction version 1 has no such check).
     let txn_here = node
-        .remote_leader(&crate::txn_service::txn_tp(&id))
+        .remote_leader(&crate::node::txn_service::txn_tp(&id))
         .is_none();
     if txn_here {
         match node

@@ -6,6 +6,13 @@
 //! oneshot reply; glommio wakes the waiting task when the reply arrives from the other thread.
 //! Shard 0 is the controller: topic creation and deletion go through it, it persists the
 //! catalog and pushes the new snapshot to every shard before answering.
+//!
+//! The shard's two services live here as submodules, since they are parts of the shard (its
+//! state holds theirs, its message loop dispatches theirs): [`group_service`] (groups on the
+//! node: routing to the coordinating shard, offsets in `__consumer_offsets`, timeouts) and
+//! [`txn_service`] (transactions: routing, persistence, markers to every partition, timeouts,
+//! recovery of in-doubt transactions). Their decisions are the sans-IO `crate::group` and
+//! `crate::txn` coordinators; in a cluster, `cluster` is the shard's side of the metadata.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -31,6 +38,8 @@ use crate::storage::{AppendError, Offset, PartitionLog, ReadError, ReadOut, Stor
 pub use crate::storage::TopicPartition;
 
 mod cluster;
+pub mod group_service;
+pub mod txn_service;
 pub use cluster::SINGLE_NODE_ID;
 
 /// Result of a produce on one partition: base offset and log start, or an error code.
@@ -82,8 +91,8 @@ pub enum ShardMsg {
     },
     /// A transaction-coordinator request, to the id's coordinating shard.
     Txn {
-        req: crate::txn_service::TxnRequest,
-        reply: oneshot::Sender<crate::txn_service::TxnResponse>,
+        req: crate::node::txn_service::TxnRequest,
+        reply: oneshot::Sender<crate::node::txn_service::TxnResponse>,
     },
     /// A transaction marker, to the partition's shard.
     Marker {
@@ -111,8 +120,8 @@ pub enum ShardMsg {
     },
     /// A consumer-group request, to the group's coordinating shard.
     Group {
-        req: crate::group_service::GroupRequest,
-        reply: oneshot::Sender<crate::group_service::GroupResponse>,
+        req: crate::node::group_service::GroupRequest,
+        reply: oneshot::Sender<crate::node::group_service::GroupResponse>,
     },
     /// This shard's stage histograms (reset after the copy when `reset`), for the admin API.
     Stages {
@@ -175,9 +184,9 @@ pub struct Node {
     /// Serialises catalog changes on the controller.
     controller: Semaphore,
     /// Consumer groups coordinated by this shard.
-    pub(crate) groups: RefCell<crate::group_service::Groups>,
+    pub(crate) groups: RefCell<crate::node::group_service::Groups>,
     /// Transactional ids coordinated by this shard.
-    pub(crate) txns: RefCell<crate::txn_service::Txns>,
+    pub(crate) txns: RefCell<crate::node::txn_service::Txns>,
     /// Produce memory budget of this shard, in KiB units (`limits::SHARD_PRODUCE_MEMORY_BYTES`).
     pub produce_memory: Rc<Semaphore>,
     /// Connection memory budget of this shard, in KiB units: large request frames and queued

@@ -2,7 +2,7 @@
 //! requests and `now_ms`.
 //!
 //! Each call validates a request against the current state and returns either an error code
-//! or the next state to persist (a [`Step`]). The I/O layer (`crate::txn_service`) writes the
+//! or the next state to persist (a [`Step`]). The I/O layer (`crate::node::txn_service`) writes the
 //! next state to `__transaction_state`, then [`Coordinator::adopt`]s it: the log is the truth,
 //! memory follows it. Ending a transaction is three steps — `Prepare{Commit,Abort}` persisted,
 //! markers written to every partition in it, `Complete{Commit,Abort}` persisted — and a

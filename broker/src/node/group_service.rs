@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 
 use crate::group::{Answer, Committed, Coordinator, GroupState, Join, Outcome, SyncResult, Ticket};
 use crate::internal_topics::{offsets_partition, OFFSETS_TOPIC};
-use crate::node::{Node, ShardMsg};
+use super::{Node, ShardMsg};
 use crate::storage::{Offset, PartitionLog};
 
 /// How often group timeouts are checked.

@@ -20,7 +20,7 @@ use strand_wire::ErrorCode;
 use tracing::{info, warn};
 
 use crate::internal_topics::{txn_partition, TXN_TOPIC};
-use crate::node::{Node, ShardMsg, TopicPartition};
+use super::{Node, ShardMsg, TopicPartition};
 use crate::storage::partition_txn::ProducerInfo;
 use crate::storage::{Offset, PartitionLog};
 use crate::txn::{complete, Claim, Coordinator, Step, TxnMeta, TxnPartition};
