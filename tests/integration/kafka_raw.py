@@ -164,3 +164,117 @@ def list_offsets_v4_answer(body):
     at += 2 + struct.unpack(">h", body[at:at + 2])[0] + 4  # name, partitions count
     _, error, _, offset, epoch = struct.unpack(">ihqqi", body[at:at + 26])
     return error, offset, epoch
+
+
+# Flexible versions (KIP-482): compact strings and arrays, tagged-field sections.
+
+def uvarint(n):
+    out = b""
+    while n >= 0x80:
+        out += bytes([(n & 0x7F) | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def read_uvarint(body, at):
+    n, shift = 0, 0
+    while True:
+        b = body[at]
+        at += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n, at
+        shift += 7
+
+
+def cs(text):
+    """A COMPACT_STRING."""
+    return uvarint(len(text) + 1) + text.encode()
+
+
+def read_cs(body, at):
+    n, at = read_uvarint(body, at)
+    return (None if n == 0 else body[at:at + n - 1].decode()), at + max(n - 1, 0)
+
+
+def framed_flexible(api_key, version, correlation_id, body, client_id="raw"):
+    """A request with a v2 header (client id a classic STRING, then an empty tag section)."""
+    payload = struct.pack(">hhi", api_key, version, correlation_id) + s(client_id) + b"\0" + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_tags(body, at):
+    """{tag: bytes} of a tagged-field section."""
+    count, at = read_uvarint(body, at)
+    tags = {}
+    for _ in range(count):
+        tag, at = read_uvarint(body, at)
+        size, at = read_uvarint(body, at)
+        tags[tag] = body[at:at + size]
+        at += size
+    return tags, at
+
+
+def produce_v10(topic, records, partition=0, acks=-1, correlation_id=11):
+    body = (uvarint(0) + struct.pack(">hi", acks, 10000) + uvarint(2) + cs(topic) + uvarint(2)
+            + struct.pack(">i", partition) + uvarint(len(records) + 1) + records + b"\0"
+            + b"\0" + b"\0")
+    return framed_flexible(0, 10, correlation_id, body)
+
+
+def produce_v10_answer(body):
+    """(error code, current leader (id, epoch) or None, {node id: (host, port)}) of the one
+    partition in a Produce v10 answer (KIP-951's tagged fields)."""
+    _, at = read_tags(body, 4)  # correlation id, header tags
+    _, at = read_uvarint(body, at)  # topics
+    _, at = read_cs(body, at)
+    _, at = read_uvarint(body, at)  # partitions
+    _, error = struct.unpack(">ih", body[at:at + 6])
+    at += 6 + 24  # base offset, log append time, log start offset
+    n, at = read_uvarint(body, at)  # record errors (none expected)
+    assert n <= 1, "record errors"
+    _, at = read_cs(body, at)  # error message
+    tags, at = read_tags(body, at)
+    leader = struct.unpack(">ii", tags[0][:8]) if 0 in tags else None
+    _, at = read_tags(body, at)  # topic's tags
+    at += 4  # throttle time
+    tags, at = read_tags(body, at)
+    nodes = {}
+    if 0 in tags:
+        e, i = tags[0], 0
+        count, i = read_uvarint(e, i)
+        for _ in range(count - 1):
+            (node,) = struct.unpack(">i", e[i:i + 4])
+            host, i = read_cs(e, i + 4)
+            (port,) = struct.unpack(">i", e[i:i + 4])
+            _, i = read_cs(e, i + 4)  # rack
+            _, i = read_tags(e, i)
+            nodes[node] = (host, port)
+    return error, leader, nodes
+
+
+def fetch_v12(topic, partition, offset=0, current_leader_epoch=-1, correlation_id=12):
+    body = (struct.pack(">iiiibii", -1, 0, 1, 1 << 20, 0, 0, -1) + uvarint(2) + cs(topic)
+            + uvarint(2) + struct.pack(">iiqiqi", partition, current_leader_epoch, offset, -1,
+                                       -1, 1 << 20)
+            + b"\0" + b"\0" + uvarint(1) + cs("") + b"\0")
+    return framed_flexible(1, 12, correlation_id, body)
+
+
+def fetch_v12_answer(body):
+    """(error code, current leader (id, epoch) or None) of the one partition in a Fetch v12
+    answer."""
+    _, at = read_tags(body, 4)
+    at += 4 + 2 + 4  # throttle, error, session id
+    _, at = read_uvarint(body, at)
+    _, at = read_cs(body, at)
+    _, at = read_uvarint(body, at)
+    _, error = struct.unpack(">ih", body[at:at + 6])
+    at += 6 + 24
+    n, at = read_uvarint(body, at)  # aborted transactions (nullable)
+    at += max(n - 1, 0) * 17
+    at += 4  # preferred read replica
+    n, at = read_uvarint(body, at)
+    at += max(n - 1, 0)
+    tags, at = read_tags(body, at)
+    return error, (struct.unpack(">ii", tags[1][:8]) if 1 in tags else None)

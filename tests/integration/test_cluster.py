@@ -4,7 +4,8 @@ mutual TLS, development certificates from `strand cluster certs`), used by librd
 - every node answers Metadata with the three brokers and the same controller;
 - a topic created through one node has its partitions led by several nodes, seen alike from
   every node; records produced through any bootstrap node go to the leaders and read back;
-- a node that does not lead a partition answers NOT_LEADER_OR_FOLLOWER;
+- a node that does not lead a partition answers NOT_LEADER_OR_FOLLOWER, naming the leader
+  (KIP-951);
 - consumer groups work: the coordinator is the leader of the group's offsets partition;
 - a killed node is fenced (its partitions offline), and after a restart it leads them again
   with its records intact;
@@ -152,6 +153,16 @@ def test_a_topic_created_anywhere_is_spread_and_seen_alike_everywhere(cluster):
     code = kafka_raw.produce(cluster.brokers[other].port, topic,
                              kafka_raw.batch(rec, 1, 0), partition=partition)
     assert code == 6, f"NOT_LEADER_OR_FOLLOWER expected from node {other}, got {code}"
+    # KIP-951: Produce v10+ and Fetch v12+ name the current leader (and Produce how to reach
+    # it), so clients go there without asking Metadata first.
+    port = cluster.brokers[other].port
+    code, current, nodes = kafka_raw.produce_v10_answer(kafka_raw.call(
+        port, kafka_raw.produce_v10(topic, kafka_raw.batch(rec, 1, 0), partition=partition)))
+    assert code == 6 and current == (leader, 0), (code, current)
+    assert nodes == {leader: ("127.0.0.1", cluster.brokers[leader].port)}, nodes
+    code, current = kafka_raw.fetch_v12_answer(
+        kafka_raw.call(port, kafka_raw.fetch_v12(topic, partition)))
+    assert code == 6 and current == (leader, 0), (code, current)
 
 
 def test_a_consumer_group_commits_through_the_coordinating_node(cluster):

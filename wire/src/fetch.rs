@@ -14,7 +14,9 @@
 //! responses: [ topic string | partitions: [ partition_index i32 | error_code i16
 //!   | high_watermark i64 | last_stable_offset i64 | [v5+: log_start_offset i64]
 //!   | aborted_transactions nullable [ producer_id i64 | first_offset i64 | (v12 tags) ]
-//!   | [v11+: preferred_read_replica i32] | records nullable bytes | (v12 tags) ] | (v12 tags) ]
+//!   | [v11+: preferred_read_replica i32] | records nullable bytes
+//!   | (v12 tags: tag 1 = current_leader { leader_id i32, leader_epoch i32, tags }) ]
+//!   | (v12 tags) ]
 //! | (v12 tags)
 //! ```
 
@@ -39,6 +41,9 @@ pub struct FetchPartition {
     pub preferred_read_replica: i32,
     /// Whole batches, in order; empty is encoded as an empty (not null) record set.
     pub records: Vec<Bytes>,
+    /// KIP-951 (v12+, tagged): `(leader_id, leader_epoch)` sent with NOT_LEADER_OR_FOLLOWER
+    /// or FENCED_LEADER_EPOCH so the client can go there without a Metadata round trip.
+    pub current_leader: Option<(i32, i32)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -148,7 +153,19 @@ pub fn encode_fetch_response(
                 out.push_bytes(r);
             }
             if flexible {
-                put_uvarint(&mut out.buf, 0);
+                let b = &mut out.buf;
+                match p.current_leader {
+                    // One tagged field: tag 1, 9 bytes (two int32s and an empty tag section).
+                    Some((leader_id, leader_epoch)) => {
+                        put_uvarint(b, 1);
+                        put_uvarint(b, 1);
+                        put_uvarint(b, 9);
+                        b.put_i32(leader_id);
+                        b.put_i32(leader_epoch);
+                        put_uvarint(b, 0);
+                    }
+                    None => put_uvarint(b, 0),
+                }
             }
         }
         if flexible {
@@ -181,7 +198,7 @@ mod tests {
     };
     use kafka_protocol::protocol::StrBytes;
 
-    fn sample(big: bool) -> (Vec<FetchTopic>, FetchResponse) {
+    fn sample(big: bool, v: i16) -> (Vec<FetchTopic>, FetchResponse) {
         let small = Bytes::from(vec![7u8; 100]);
         let large = Bytes::from(vec![9u8; if big { 40_000 } else { 10 }]);
         let ours = vec![
@@ -200,11 +217,12 @@ mod tests {
                     },
                     FetchPartition {
                         index: 1,
-                        error_code: 1,
+                        error_code: 6,
                         high_watermark: -1,
                         last_stable_offset: -1,
                         log_start_offset: -1,
                         preferred_read_replica: -1,
+                        current_leader: (v >= 12).then_some((3, 7)),
                         ..Default::default()
                     },
                 ],
@@ -232,7 +250,11 @@ mod tests {
         p0.records = Some(Bytes::from(joined));
         let mut p1 = PartitionData::default();
         p1.partition_index = 1;
-        p1.error_code = 1;
+        p1.error_code = 6;
+        if v >= 12 {
+            p1.current_leader.leader_id = BrokerId(3);
+            p1.current_leader.leader_epoch = 7;
+        }
         p1.high_watermark = -1;
         p1.last_stable_offset = -1;
         p1.log_start_offset = -1;
@@ -249,8 +271,8 @@ mod tests {
     #[test]
     fn byte_identical_to_the_generated_codec_at_every_version() {
         for big in [false, true] {
-            let (ours, theirs) = sample(big);
             for v in VERSIONS.0..=VERSIONS.1 {
+                let (ours, theirs) = sample(big, v);
                 let segs = encode_fetch_response(v, 42, 0, 0, 0, &ours);
                 let got: Vec<u8> = segs.iter().flat_map(|s| s.iter().copied()).collect();
                 let want =

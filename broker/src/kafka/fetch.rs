@@ -66,7 +66,8 @@ pub async fn handle(
                     });
                 }
                 if let Some(r) = refused.last_mut() {
-                    r.partitions.push(failed(p.partition, code));
+                    r.partitions
+                        .push(failed(node, version, &t.topic.0, p.partition, code));
                 }
                 continue;
             }
@@ -147,7 +148,7 @@ pub async fn handle(
                     pd.aborted = Some(read.aborted);
                 }
             }
-            Err(code) => pd = failed(want.tp.1, code),
+            Err(code) => pd = failed(node, version, &want.tp.0, want.tp.1, code),
         }
         let answer = Answer {
             told: Told {
@@ -180,8 +181,17 @@ pub async fn handle(
     encode_fetch_response(version, correlation_id, 0, 0, session_id, &by_topic)
 }
 
-/// A partition answered with an error: no offsets (-1), as Kafka answers.
-fn failed(index: i32, code: strand_wire::ErrorCode) -> FetchPartition {
+/// A partition answered with an error: no offsets (-1), as Kafka answers; from v12, with the
+/// partition's current leader when the error sends the client to another broker (KIP-951).
+fn failed(
+    node: &Node,
+    version: i16,
+    topic: &str,
+    index: i32,
+    code: strand_wire::ErrorCode,
+) -> FetchPartition {
+    use strand_wire::ErrorCode::{FencedLeaderEpoch, NotLeaderOrFollower};
+    let redirect = matches!(code, NotLeaderOrFollower | FencedLeaderEpoch) && version >= 12;
     FetchPartition {
         index,
         error_code: code.code(),
@@ -189,6 +199,9 @@ fn failed(index: i32, code: strand_wire::ErrorCode) -> FetchPartition {
         last_stable_offset: -1,
         log_start_offset: -1,
         preferred_read_replica: -1,
+        current_leader: redirect
+            .then(|| node.current_leader(topic, index))
+            .flatten(),
         ..Default::default()
     }
 }

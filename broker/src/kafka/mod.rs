@@ -148,7 +148,7 @@ pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKin
             ))
         }
         RequestKind::Produce(r) => {
-            return match produce::handle(node, r).await {
+            return match produce::handle(node, r, version).await {
                 Some(pending) => Handled::Later(Box::pin(async move {
                     Reply::Kind(Box::new(ResponseKind::Produce(pending.await)))
                 })),

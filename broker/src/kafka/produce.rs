@@ -11,8 +11,10 @@ use std::rc::Rc;
 use bytes::BytesMut;
 use strand_wire::batch::peek_total_len;
 use strand_wire::kafka::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
+use strand_wire::kafka::messages::BrokerId;
 use strand_wire::kafka::messages::{ProduceRequest, ProduceResponse};
 use strand_wire::kafka::protocol::StrBytes;
 use strand_wire::ErrorCode;
@@ -34,7 +36,7 @@ pub type Pending = Pin<Box<dyn Future<Output = ProduceResponse>>>;
 // The spawned tasks deliberately yield a future: the append is the task, durability is what
 // it returns.
 #[allow(clippy::async_yields_async)]
-pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
+pub async fn handle(node: &Rc<Node>, req: ProduceRequest, version: i16) -> Option<Pending> {
     let acks = req.acks;
     let catalog = node.catalog();
     // Start every partition's append, then wait for all: partitions on other shards append in
@@ -123,8 +125,10 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
     if acks == 0 {
         return None;
     }
+    let node = Rc::clone(node);
     Some(Box::pin(async move {
         let mut response = ProduceResponse::default();
+        let mut leaders = Vec::new();
         for (name, parts) in appended {
             let mut t = TopicProduceResponse::default();
             t.name = name;
@@ -141,6 +145,15 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
                     Err(code) => {
                         pr.error_code = code.code();
                         pr.base_offset = -1;
+                        if code == ErrorCode::NotLeaderOrFollower && version >= 10 {
+                            if let Some((id, epoch)) = node.current_leader(t.name.0.as_str(), index)
+                            {
+                                pr.current_leader = LeaderIdAndEpoch::default()
+                                    .with_leader_id(BrokerId(id))
+                                    .with_leader_epoch(epoch);
+                                leaders.push(id);
+                            }
+                        }
                     }
                 }
                 if let Some((_, first)) = a.record_errors.first() {
@@ -164,8 +177,27 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest) -> Option<Pending> {
             }
             response.responses.push(t);
         }
+        response.node_endpoints = endpoints(&node, &leaders);
         response
     }))
+}
+
+/// KIP-951 (v10+): how to reach the leaders named in `current_leader`, the live ones only.
+fn endpoints(node: &Node, leaders: &[i32]) -> Vec<NodeEndpoint> {
+    if leaders.is_empty() {
+        return Vec::new();
+    }
+    super::brokers::brokers(node, &node.catalog())
+        .into_iter()
+        .filter(|b| leaders.contains(&b.id))
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(StrBytes::from_string(b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.map(StrBytes::from_string))
+        })
+        .collect()
 }
 
 fn is_control_batch(batch: &[u8]) -> bool {

@@ -152,6 +152,16 @@ impl Node {
         }
     }
 
+    /// KIP-951: in a cluster, `(leader_id, leader_epoch)` of a partition this node does not
+    /// lead, for answers that send the client elsewhere (NOT_LEADER_OR_FOLLOWER,
+    /// FENCED_LEADER_EPOCH); the leader id is -1 while it has none. `None` on a single node
+    /// or for a partition the view does not know.
+    pub(crate) fn current_leader(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
+        let view = self.catalog().cluster.clone()?;
+        let p = view.partition(topic, partition)?;
+        Some((p.leader, p.leader_epoch))
+    }
+
     /// In a cluster, when `tp` is led by another node (or by none, -1): the way there and
     /// the leader's id. `None` when this node leads it or runs alone.
     pub(crate) fn remote_leader(&self, tp: &TopicPartition) -> Option<(ClusterHandle, i32)> {
