@@ -33,13 +33,7 @@ const LEAVES: &[&str] = &[
     "cluster",
     "cluster_config",
 ];
-const UPPER: &[&str] = &[
-    "node",
-    "kafka",
-    "server",
-    "admin_http",
-    "cluster_member",
-];
+const UPPER: &[&str] = &["node", "kafka", "server", "admin_http", "cluster_member"];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {

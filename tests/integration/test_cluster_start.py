@@ -1,16 +1,19 @@
 """#17's local cluster: `strand cluster start --nodes 3`, used the way its README section says
 (pid files, a node killed with kill -9 and brought back with `strand serve --config`).
 
-- a 12-partition topic led by all three nodes; kafka-python produces keyed records
-  bootstrapped with one node, confluent-kafka (another node) and the Java client (the third)
-  read them all back;
+- a 12-partition topic led by all three nodes; confluent-kafka, kafka-python and the Java
+  client, each bootstrapped with a different single node, produce keyed records and read every
+  record back (from partitions led by all three nodes);
+- a consumer group whose members are bootstrapped through different nodes splits the
+  partitions and reads everything;
 - a transaction over partitions led by different nodes commits (read_committed sees it) and
   one aborts (nothing of it seen): markers travel to the leaders over the cluster link;
 - the lesson's examples (`../shared/examples`, the EOS one too) pass against the cluster;
 - every node's metadata image is the same (digest on the admin API's `/v1/cluster`), and
   Kafka's `kafka-metadata-quorum describe --status` (DescribeQuorum) names the leader;
 - kill -9 of the active controller: another voter takes over (the time is printed), topics
-  can be created afterwards, and the restarted node serves its partitions again;
+  can be created afterwards (1,100 of them, so the others' logs are compacted past the
+  killed node's), and the restarted node catches up from a snapshot and serves again;
 - Ctrl-C (SIGINT) to `strand cluster start` stops every node, the restarted one too.
 """
 import glob
@@ -26,7 +29,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
 
 from conftest import BINARY, ROOT, until
 
@@ -101,43 +105,114 @@ def create(local, node, topic, partitions):
     fs[topic].result(timeout=30)
 
 
+def read_all_confluent(bootstrap, topic, partitions, expect):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, i, 0) for i in range(partitions)])
+    got, parts = set(), set()
+    end = time.time() + 60
+    while len(got) < expect and time.time() < end:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.add(m.value().decode())
+            parts.add(m.partition())
+    c.close()
+    return got, parts
+
+
+def read_all_kafka_python(bootstrap, topic, partitions, expect):
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                      auto_offset_reset="earliest")
+    tps = [KafkaTopicPartition(topic, i) for i in range(partitions)]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    got, parts = set(), set()
+    end = time.time() + 60
+    while len(got) < expect and time.time() < end:
+        for tp, records in c.poll(timeout_ms=500).items():
+            for r in records:
+                got.add(r.value.decode())
+                parts.add(tp.partition)
+    c.close()
+    return got, parts
+
+
 def test_three_clients_each_through_one_node_over_a_topic_led_by_every_node(local):
+    """confluent-kafka through node 1, kafka-python through node 2, the Java client through
+    node 3: each produces keyed records to one 12-partition topic led by all three nodes,
+    then reads every record (all three clients') back."""
     topic = "twelve-" + uuid.uuid4().hex[:6]
     create(local, 1, topic, 12)
     md = until("leaders on all nodes", lambda: (lambda m: m if topic in m.topics and {
         p.leader for p in m.topics[topic].partitions.values()} == {1, 2, 3} else None)(
             local.metadata(2, topic)))
     assert len(md.topics[topic].partitions) == 12
+    each = 400
+    expect = each * (3 if HAVE_JAVA else 2)
 
-    p = KafkaProducer(bootstrap_servers=local.nodes[1], acks="all")
-    sent = 1200
+    p = Producer({"bootstrap.servers": local.nodes[0], "acks": "all",
+                  "enable.idempotence": True, "linger.ms": 5})
+    for i in range(each):
+        p.produce(topic, key=f"ck{i % 29}".encode(), value=f"confluent-v{i}".encode())
+    assert p.flush(30) == 0
+    kp = KafkaProducer(bootstrap_servers=local.nodes[1], acks="all")
+    for i in range(each):
+        kp.send(topic, key=f"pk{i % 37}".encode(), value=f"python-v{i}".encode())
+    kp.flush(30)
+    kp.close()
+    if HAVE_JAVA:
+        r = subprocess.run(["java", "-cp", os.path.join(LIBS, "*"),
+                            os.path.join(ROOT, "tests", "java", "JavaClusterCheck.java"),
+                            local.nodes[2], topic, "12", str(each), str(expect)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert f"java cluster: OK {expect} records" in r.stdout, r.stdout
+        print(r.stdout.strip())
+
+    for name, read, node in (("confluent-kafka", read_all_confluent, 0),
+                             ("kafka-python", read_all_kafka_python, 1)):
+        got, parts = read(local.nodes[node], topic, 12, expect)
+        assert len(got) == expect, f"{name} read {len(got)} of {expect}"
+        leaders = {md.topics[topic].partitions[q].leader for q in parts}
+        assert leaders == {1, 2, 3}, f"{name} read only from partitions led by {leaders}"
+        print(f"{name}: {len(got)} records from {len(parts)} partitions led by nodes 1, 2, 3")
+
+
+def test_a_group_with_members_bootstrapped_through_different_nodes(local):
+    topic = "grouped-" + uuid.uuid4().hex[:6]
+    create(local, 3, topic, 12)
+    until("leaders on all nodes", lambda: topic in local.metadata(1, topic).topics and {
+        p.leader for p in local.metadata(1, topic).topics[topic].partitions.values()}
+        == {1, 2, 3})
+    p = Producer({"bootstrap.servers": local.nodes[2], "acks": "all"})
+    sent = 600
     for i in range(sent):
-        p.send(topic, key=f"k{i % 97}".encode(), value=f"v{i}".encode())
-    p.flush(30)
-    p.close()
+        p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+    assert p.flush(30) == 0
 
-    c = Consumer({"bootstrap.servers": local.nodes[2], "group.id": "g-" + topic,
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, i, 0) for i in range(12)])
-    got, parts = set(), set()
-    end = time.time() + 30
-    while len(got) < sent and time.time() < end:
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.add(m.value())
-            parts.add(m.partition())
-    c.close()
-    assert len(got) == sent, f"read {len(got)} of {sent}"
-    assert len(parts) >= 6, f"keys hashed to only {sorted(parts)}"
-
-
-@pytest.mark.skipif(not HAVE_JAVA, reason="the Kafka jars (scripts/test fetches them) are missing")
-def test_the_java_client_through_one_node(local):
-    r = subprocess.run(["java", "-cp", os.path.join(LIBS, "*"),
-                        os.path.join(ROOT, "tests", "java", "JavaClientCheck.java"), local.nodes[2]],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "java client: OK 1000 records" in r.stdout
+    group = "g-" + topic
+    members = [Consumer({"bootstrap.servers": local.nodes[n], "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "session.timeout.ms": 10000})
+               for n in (0, 1)]
+    for m in members:
+        m.subscribe([topic])
+    got = [set(), set()]
+    end = time.time() + 60
+    while time.time() < end and not (len(got[0] | got[1]) == sent
+                                     and all(m.assignment() for m in members)):
+        for i, m in enumerate(members):
+            msg = m.poll(0.2)
+            if msg is not None and not msg.error():
+                got[i].add(msg.value())
+    assigned = [{tp.partition for tp in m.assignment()} for m in members]
+    for m in members:
+        m.close()
+    assert all(assigned) and not (assigned[0] & assigned[1]), assigned
+    assert assigned[0] | assigned[1] == set(range(12)), assigned
+    assert len(got[0] | got[1]) == sent, f"the group read {len(got[0] | got[1])} of {sent}"
+    print(f"group {group}: members through nodes 1 and 2 hold {sorted(assigned[0])} and "
+          f"{sorted(assigned[1])}")
 
 
 def test_a_transaction_over_partitions_on_several_nodes_commits_and_one_aborts(local):
@@ -235,6 +310,7 @@ def test_the_quorum_is_described_and_every_image_is_equal(local):
 def test_controller_killed_another_takes_over_and_the_node_comes_back(local):
     old = local.metadata(1).controller_id
     survivor = next(n for n in (1, 2, 3) if n != old)
+    behind = cluster_status(local, old)["commit_index"]
     os.kill(local.pid(old), signal.SIGKILL)
     killed_at = time.time()
     new = until("a new controller", lambda: (lambda c: c if c not in (-1, old) else None)(
@@ -251,6 +327,15 @@ def test_controller_killed_another_takes_over_and_the_node_comes_back(local):
     until("the new topic listed", lambda: len(
         local.metadata(survivor, topic).topics[topic].partitions) == 6)
 
+    # More than a snapshot's worth of metadata changes while it is away, so the voters'
+    # logs are compacted past where the killed node stopped: it must catch up from a snapshot.
+    admin = local.admin(survivor)
+    churn = [f"while-away-{uuid.uuid4().hex[:6]}-{i}" for i in range(1100)]
+    for i in range(0, len(churn), 275):
+        for f in admin.create_topics([NewTopic(n, 1, 1) for n in churn[i:i + 275]],
+                                     operation_timeout=60).values():
+            f.result(timeout=120)
+
     log = open(os.path.join(local.dir, f"node-{old}", "strand.log"), "ab")
     subprocess.Popen([BINARY, "serve", "--config",
                       os.path.join(local.dir, f"node-{old}", "strand.toml")],
@@ -261,6 +346,12 @@ def test_controller_killed_another_takes_over_and_the_node_comes_back(local):
     until("every partition of the new topic led by a live node", lambda: all(
         p.leader in (1, 2, 3) for p in local.metadata(survivor, topic).topics[topic]
         .partitions.values()), limit_s=60)
+    restored = [int(line.split("index=")[1].split()[0]) for line in local.log(old).splitlines()
+                if "metadata image restored from a snapshot" in line and "index=" in line]
+    assert any(i > behind for i in restored), (behind, restored)
+    until("the restarted node's image equal to the others'", lambda: len(
+        {cluster_status(local, n)["image_digest"] for n in (1, 2, 3)}) == 1)
+    print(f"node {old} stopped at {behind}, restored from a snapshot at {max(restored)}")
 
 
 def test_ctrl_c_stops_every_node(local):

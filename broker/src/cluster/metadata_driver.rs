@@ -357,6 +357,12 @@ async fn applier(inner: Rc<Inner>) {
         let applied = match c {
             Committed::Snapshot { index, data } => {
                 inner.entries_since_snapshot.set(0);
+                tracing::info!(
+                    node = inner.me,
+                    index,
+                    bytes = data.len(),
+                    "metadata image restored from a snapshot"
+                );
                 inner
                     .node
                     .borrow_mut()

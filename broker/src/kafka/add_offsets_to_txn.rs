@@ -8,8 +8,8 @@ use strand_wire::ErrorCode;
 
 use super::add_partitions_to_txn::claim;
 use crate::internal_topics::{offsets_partition, OFFSETS_TOPIC};
-use crate::node::Node;
 use crate::node::txn_service::{TxnRequest, TxnResponse};
+use crate::node::Node;
 
 pub async fn handle(
     node: &Rc<Node>,

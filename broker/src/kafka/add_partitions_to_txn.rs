@@ -13,9 +13,9 @@ use strand_wire::kafka::messages::add_partitions_to_txn_response::{
 use strand_wire::kafka::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use strand_wire::ErrorCode;
 
+use crate::node::txn_service::{TxnRequest, TxnResponse};
 use crate::node::Node;
 use crate::txn::{Claim, TxnState};
-use crate::node::txn_service::{TxnRequest, TxnResponse};
 
 /// Kafka answers fencing with PRODUCER_FENCED from this version on (KIP-588).
 const FENCED_FROM_VERSION: i16 = 2;

@@ -11,8 +11,8 @@ use strand_wire::kafka::messages::{
 use strand_wire::kafka::protocol::StrBytes;
 use strand_wire::ErrorCode;
 
-use crate::node::Node;
 use crate::node::txn_service::{TxnRequest, TxnResponse};
+use crate::node::Node;
 
 pub async fn handle(
     node: &Rc<Node>,

@@ -9,8 +9,8 @@ use strand_wire::kafka::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 use strand_wire::ErrorCode;
 
 use super::add_partitions_to_txn::claim;
-use crate::node::Node;
 use crate::node::txn_service::{TxnRequest, TxnResponse};
+use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: EndTxnRequest, version: i16) -> EndTxnResponse {
     let id = req.transactional_id.0.as_str().to_string();

@@ -8,8 +8,8 @@ use std::rc::Rc;
 use strand_wire::kafka::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use strand_wire::ErrorCode;
 
-use crate::node::Node;
 use crate::node::txn_service::{TxnRequest, TxnResponse};
+use crate::node::Node;
 
 pub async fn handle(node: &Rc<Node>, req: InitProducerIdRequest) -> InitProducerIdResponse {
     let mut r = InitProducerIdResponse::default();

@@ -12,8 +12,8 @@ use strand_wire::ErrorCode;
 
 use super::add_partitions_to_txn::claim;
 use crate::node::group_service::{GroupRequest, GroupResponse};
-use crate::node::Node;
 use crate::node::txn_service::{TxnRequest, TxnResponse};
+use crate::node::Node;
 
 pub async fn handle(
     node: &Rc<Node>,

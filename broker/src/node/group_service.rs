@@ -15,9 +15,9 @@ use strand_wire::builder::BatchBuilder;
 use strand_wire::ErrorCode;
 use tracing::{debug, info, warn};
 
+use super::{Node, ShardMsg};
 use crate::group::{Answer, Committed, Coordinator, GroupState, Join, Outcome, SyncResult, Ticket};
 use crate::internal_topics::{offsets_partition, OFFSETS_TOPIC};
-use super::{Node, ShardMsg};
 use crate::storage::{Offset, PartitionLog};
 
 /// How often group timeouts are checked.

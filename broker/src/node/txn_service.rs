@@ -19,8 +19,8 @@ use strand_wire::builder::{control_batch, BatchBuilder};
 use strand_wire::ErrorCode;
 use tracing::{info, warn};
 
-use crate::internal_topics::{txn_partition, TXN_TOPIC};
 use super::{Node, ShardMsg, TopicPartition};
+use crate::internal_topics::{txn_partition, TXN_TOPIC};
 use crate::storage::partition_txn::ProducerInfo;
 use crate::storage::{Offset, PartitionLog};
 use crate::txn::{complete, Claim, Coordinator, Step, TxnMeta, TxnPartition};
