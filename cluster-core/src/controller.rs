@@ -439,6 +439,76 @@ impl Controller {
         Ok(records)
     }
 
+    /// CreatePartitions for one topic: `count` is the new total; the new partitions are
+    /// placed as a new topic's are, with the replication factor of partition 0.
+    pub fn create_partitions(
+        &self,
+        image: &Image,
+        name: &str,
+        count: i32,
+        shard_of: &dyn Fn(&str, i32, u32) -> u32,
+    ) -> Result<Vec<MetadataRecord>, Refusal> {
+        let Some(t) = image.names.get(name).and_then(|id| image.topics.get(id)) else {
+            return Err(Refusal::new(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("The topic '{name}' does not exist."),
+            ));
+        };
+        let have = t.partitions.len() as i32;
+        if count <= have {
+            return Err(Refusal::new(
+                ErrorCode::InvalidPartitions,
+                format!("Topic currently has {have} partitions, which is higher than the requested {count}."),
+            ));
+        }
+        let rf = t
+            .partitions
+            .values()
+            .next()
+            .map_or(1, |p| p.replicas.len() as i16);
+        let assignment = placement::assign_from(image, name, have, count, rf, shard_of)?;
+        Ok(assignment
+            .into_iter()
+            .zip(have..)
+            .map(|(replicas, partition)| {
+                MetadataRecord::Partition(PartitionRecord {
+                    topic_id: t.id,
+                    partition,
+                    leader: replicas[0].node,
+                    isr: replicas.iter().map(|r| r.node).collect(),
+                    replicas,
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                })
+            })
+            .collect())
+    }
+
+    /// IncrementalAlterConfigs / AlterConfigs for one topic, already validated by the
+    /// asking broker: each config set (`Some`) or removed (`None`).
+    pub fn alter_topic_configs(
+        &self,
+        image: &Image,
+        name: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<Vec<MetadataRecord>, Refusal> {
+        let Some(t) = image.names.get(name).and_then(|id| image.topics.get(id)) else {
+            return Err(Refusal::new(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("The topic '{name}' does not exist."),
+            ));
+        };
+        Ok(changes
+            .iter()
+            .filter(|(key, value)| t.configs.get(*key) != value.as_ref())
+            .map(|(key, value)| MetadataRecord::TopicConfig {
+                id: t.id,
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect())
+    }
+
     /// DeleteTopics for one topic.
     pub fn delete_topic(&self, image: &Image, name: &str) -> Result<Vec<MetadataRecord>, Refusal> {
         match image.names.get(name) {

@@ -1,9 +1,11 @@
 //! Requests from brokers to the active controller, and its answers (KRaft's
-//! BrokerRegistration, BrokerHeartbeat, CreateTopics, DeleteTopics and AllocateProducerIds,
-//! in our own FlatBuffers encoding: `wire/schema/cluster.fbs`, namespace `strand.controller`).
+//! BrokerRegistration, BrokerHeartbeat, CreateTopics, DeleteTopics, CreatePartitions, topic
+//! config changes and AllocateProducerIds, in our own FlatBuffers encoding: `wire/schema/cluster.fbs`, namespace `strand.controller`).
 //!
 //! A request names a `request_id` chosen by the asker; the answer repeats it. Every node
 //! also answers its own broker's requests in process, with the same types.
+
+use std::collections::BTreeMap;
 
 use flatbuffers::FlatBufferBuilder;
 use strand_wire::cluster::controller as fb;
@@ -22,8 +24,22 @@ pub enum Request {
     Register(BrokerRegistration),
     Heartbeat(Heartbeat),
     CreateTopic(NewTopic),
-    DeleteTopic { name: String },
-    AllocateProducerIds { node_id: NodeId },
+    DeleteTopic {
+        name: String,
+    },
+    AllocateProducerIds {
+        node_id: NodeId,
+    },
+    /// The topic's new total partition count.
+    CreatePartitions {
+        name: String,
+        count: i32,
+    },
+    /// Configs set (`Some`) or removed (`None`); the asking broker validated them.
+    AlterTopicConfigs {
+        name: String,
+        changes: BTreeMap<String, Option<String>>,
+    },
 }
 
 impl Request {
@@ -34,6 +50,8 @@ impl Request {
             Request::CreateTopic(_) => "create-topic",
             Request::DeleteTopic { .. } => "delete-topic",
             Request::AllocateProducerIds { .. } => "allocate-producer-ids",
+            Request::CreatePartitions { .. } => "create-partitions",
+            Request::AlterTopicConfigs { .. } => "alter-topic-configs",
         }
     }
 }
@@ -130,6 +148,46 @@ pub fn encode_request(request_id: u64, req: &Request) -> Vec<u8> {
             )
             .as_union_value(),
         ),
+        Request::CreatePartitions { name, count } => {
+            let name = b.create_string(name);
+            (
+                fb::Body::CreatePartitions,
+                fb::CreatePartitions::create(
+                    &mut b,
+                    &fb::CreatePartitionsArgs {
+                        name: Some(name),
+                        count: *count,
+                    },
+                )
+                .as_union_value(),
+            )
+        }
+        Request::AlterTopicConfigs { name, changes } => {
+            let name = b.create_string(name);
+            let set: BTreeMap<String, String> = changes
+                .iter()
+                .filter_map(|(k, v)| v.as_ref().map(|v| (k.clone(), v.clone())))
+                .collect();
+            let set = config_entries(&mut b, &set);
+            let removed: Vec<_> = changes
+                .iter()
+                .filter(|(_, v)| v.is_none())
+                .map(|(k, _)| b.create_string(k))
+                .collect();
+            let removed = b.create_vector(&removed);
+            (
+                fb::Body::AlterTopicConfigs,
+                fb::AlterTopicConfigs::create(
+                    &mut b,
+                    &fb::AlterTopicConfigsArgs {
+                        name: Some(name),
+                        set: Some(set),
+                        removed: Some(removed),
+                    },
+                )
+                .as_union_value(),
+            )
+        }
     };
     let root = fb::Request::create(
         &mut b,
@@ -183,6 +241,27 @@ pub fn decode_request(bytes: &[u8]) -> Result<(u64, Request), String> {
             let a = r.body_as_allocate_producer_ids().ok_or_else(unknown)?;
             Request::AllocateProducerIds {
                 node_id: a.node_id(),
+            }
+        }
+        fb::Body::CreatePartitions => {
+            let c = r.body_as_create_partitions().ok_or_else(unknown)?;
+            Request::CreatePartitions {
+                name: string(c.name(), "create partitions: name")?,
+                count: c.count(),
+            }
+        }
+        fb::Body::AlterTopicConfigs => {
+            let a = r.body_as_alter_topic_configs().ok_or_else(unknown)?;
+            let mut changes: BTreeMap<String, Option<String>> = configs_from(a.set())?
+                .into_iter()
+                .map(|(k, v)| (k, Some(v)))
+                .collect();
+            for key in a.removed().into_iter().flatten() {
+                changes.insert(key.to_string(), None);
+            }
+            Request::AlterTopicConfigs {
+                name: string(a.name(), "alter topic configs: name")?,
+                changes,
             }
         }
         _ => return Err(unknown()),
@@ -242,7 +321,6 @@ pub fn decode_answer(bytes: &[u8]) -> Result<Answer, String> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
     use crate::records::Endpoint;
@@ -279,6 +357,19 @@ mod tests {
                 configs,
             }),
             Request::DeleteTopic { name: "x".into() },
+            Request::CreatePartitions {
+                name: "x".into(),
+                count: 7,
+            },
+            Request::AlterTopicConfigs {
+                name: "x".into(),
+                changes: [
+                    ("retention.ms".to_string(), Some("5".to_string())),
+                    ("cleanup.policy".to_string(), None),
+                ]
+                .into_iter()
+                .collect(),
+            },
             Request::AllocateProducerIds { node_id: 0 },
         ]
     }

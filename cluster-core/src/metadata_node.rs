@@ -200,7 +200,10 @@ impl MetadataNode {
                 Request::Register(r) => Some(r.node_id),
                 Request::Heartbeat(h) => Some(h.node_id),
                 Request::AllocateProducerIds { node_id } => Some(*node_id),
-                Request::CreateTopic(_) | Request::DeleteTopic { .. } => None,
+                Request::CreateTopic(_)
+                | Request::DeleteTopic { .. }
+                | Request::CreatePartitions { .. }
+                | Request::AlterTopicConfigs { .. } => None,
             };
             if let Some(named) = named.filter(|n| *n != from) {
                 // The transport authenticated `from`: a node may speak only for itself.
@@ -227,6 +230,12 @@ impl MetadataNode {
                 .map(|recs| (recs, Expect::Topic(fresh_id))),
             Request::DeleteTopic { name } => controller
                 .delete_topic(image, name)
+                .map(|recs| (recs, Expect::Nothing)),
+            Request::CreatePartitions { name, count } => controller
+                .create_partitions(image, name, *count, &*self.shard_of)
+                .map(|recs| (recs, Expect::Nothing)),
+            Request::AlterTopicConfigs { name, changes } => controller
+                .alter_topic_configs(image, name, changes)
                 .map(|recs| (recs, Expect::Nothing)),
             Request::AllocateProducerIds { node_id } => {
                 let start = self.producer_ids_proposed_until.max(image.next_producer_id);

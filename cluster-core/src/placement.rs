@@ -46,6 +46,20 @@ pub fn assign(
     replication_factor: i16,
     shard_of: &dyn Fn(&str, i32, u32) -> u32,
 ) -> Result<Vec<Vec<Replica>>, Refusal> {
+    assign_from(image, topic, 0, partitions, replication_factor, shard_of)
+}
+
+/// The replicas of partitions `first..partitions` of `topic` (CreatePartitions adds them to
+/// an existing topic), the leader first; element 0 is partition `first`.
+pub fn assign_from(
+    image: &Image,
+    topic: &str,
+    first: i32,
+    partitions: i32,
+    replication_factor: i16,
+    shard_of: &dyn Fn(&str, i32, u32) -> u32,
+) -> Result<Vec<Vec<Replica>>, Refusal> {
+    debug_assert!(first >= 0, "first partition {first}");
     let usable: Vec<(NodeId, u32)> = image
         .usable_brokers()
         .map(|b| (b.registration.node_id, b.registration.shards.max(1)))
@@ -89,8 +103,8 @@ pub fn assign(
         }
     }
     let rotation = name_hash(topic) as usize % usable.len();
-    let mut out = Vec::with_capacity(partitions as usize);
-    for partition in 0..partitions {
+    let mut out = Vec::with_capacity((partitions - first).max(0) as usize);
+    for partition in first..partitions {
         // The least-loaded usable broker, scanning from this topic's rotation.
         let leader_at = (0..usable.len())
             .map(|k| (rotation + partition as usize + k) % usable.len())

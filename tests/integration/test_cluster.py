@@ -6,6 +6,8 @@ mutual TLS, development certificates from `strand cluster certs`), used by librd
   every node; records produced through any bootstrap node go to the leaders and read back;
 - a node that does not lead a partition answers NOT_LEADER_OR_FOLLOWER, naming the leader
   (KIP-951);
+- CreatePartitions and topic config changes go through the controller and every node sees
+  them;
 - consumer groups work: the coordinator is the leader of the group's offsets partition;
 - a killed node (not the controller) is fenced (its partitions offline) while all other
   partitions keep serving, and after a restart it leads them again with a higher leader epoch
@@ -25,7 +27,9 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                   NewPartitions, NewTopic, ResourceType)
 
 import kafka_raw
 from conftest import BINARY, Broker, free_port, until
@@ -164,6 +168,56 @@ def test_a_topic_created_anywhere_is_spread_and_seen_alike_everywhere(cluster):
     code, current = kafka_raw.fetch_v12_answer(
         kafka_raw.call(port, kafka_raw.fetch_v12(topic, partition)))
     assert code == 6 and current == (leader, 0), (code, current)
+
+
+def test_partitions_added_and_configs_changed_through_the_controller(cluster):
+    topic = "grow-" + uuid.uuid4().hex[:6]
+    create(cluster, 1, topic, 3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
+    fs = admin.create_partitions([NewPartitions(topic, 7)], operation_timeout=20)
+    fs[topic].result(timeout=30)
+    md = cluster.until("7 partitions, each led, seen from node 3", lambda: (lambda m: m if len(
+        m.topics[topic].partitions) == 7 and all(p.leader in NODES for p in m.topics[
+            topic].partitions.values()) else None)(cluster.metadata(3, topic)))
+    assert len({p.leader for p in md.topics[topic].partitions.values()}) >= 2
+    p = Producer({"bootstrap.servers": cluster.bootstrap(3), "acks": "all"})
+    for q in range(7):
+        p.produce(topic, value=f"p{q}".encode(), partition=q)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": cluster.bootstrap(1), "group.id": "z",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, q, 0) for q in range(7)])
+    got, end = set(), time.time() + 30
+    while len(got) < 7 and time.time() < end:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.add(m.partition())
+    c.close()
+    assert got == set(range(7)), got
+    # Fewer partitions: refused with Kafka's error (INVALID_PARTITIONS).
+    fs = admin.create_partitions([NewPartitions(topic, 2)], operation_timeout=20)
+    with pytest.raises(KafkaException) as e:
+        fs[topic].result(timeout=30)
+    assert e.value.args[0].code() == KafkaError.INVALID_PARTITIONS, e.value
+
+    # Topic configs: an incremental change through node 3 is seen by every node.
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+    admin3 = AdminClient({"bootstrap.servers": cluster.bootstrap(3)})
+    admin3.incremental_alter_configs([res])[res].result(timeout=30)
+    described = ConfigResource(ResourceType.TOPIC, topic)
+    for n in NODES:
+        each = AdminClient({"bootstrap.servers": cluster.bootstrap(n)})  # alive until answered
+        cluster.until(f"node {n} describes the new configs", lambda: (lambda d: d[
+            "retention.ms"].value == "123456" and d["cleanup.policy"].value == "compact")(
+                each.describe_configs([described])[described].result(timeout=10)))
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)])
+    admin3.incremental_alter_configs([res])[res].result(timeout=30)
+    cluster.until("retention.ms back to its default", lambda: (lambda d: d[
+        "retention.ms"].value == "604800000" and d["cleanup.policy"].value == "compact")(
+            admin.describe_configs([described])[described].result(timeout=10)))
 
 
 def test_a_consumer_group_commits_through_the_coordinating_node(cluster):

@@ -14,6 +14,7 @@ use super::{op_len, AdminOutcome, Node, TopicPartition};
 use crate::catalog::{Catalog, CatalogOp, OpResult};
 use crate::cluster::handle::ClusterHandle;
 use crate::cluster::view::ClusterView;
+use crate::dynamic_configs::Resource;
 use crate::storage::PartitionLog;
 
 /// The broker id of a single node (Kafka's `node.id` default for one broker).
@@ -190,43 +191,71 @@ impl Node {
         // snapshot, which must fit a cluster message) bounded.
         let partitions_max = i64::from(self.config().topic_partitions_per_shard)
             .saturating_mul(self.shards() as i64);
-        let mut scratch = (*self.catalog()).clone();
+        let before = self.catalog();
+        let mut scratch = (*before).clone();
         let checks = scratch.apply_within(&op, partitions_max);
         if validate_only {
             return checks;
         }
-        let requests: Vec<Request> = match op {
+        // A config change is sent as its effect on the topic's overrides (the operations were
+        // applied and validated above): each key set or removed.
+        let config_change = |resource: &Resource| -> Option<Request> {
+            let Resource::Topic(name) = resource else {
+                return None;
+            };
+            let (old, new) = (
+                &before.topics.get(name)?.configs,
+                &scratch.topics.get(name)?.configs,
+            );
+            let mut changes: BTreeMap<String, Option<String>> = new
+                .iter()
+                .filter(|(k, v)| old.get(*k) != Some(*v))
+                .map(|(k, v)| (k.clone(), Some(v.clone())))
+                .collect();
+            for k in old.keys().filter(|k| !new.contains_key(*k)) {
+                changes.insert(k.clone(), None);
+            }
+            Some(Request::AlterTopicConfigs {
+                name: name.clone(),
+                changes,
+            })
+        };
+        const NOT_TOPIC: &str =
+            "broker and group configs cannot be changed in a cluster yet; topic configs can";
+        let requests: Vec<Option<Request>> = match op {
             CatalogOp::Create(topics) => topics
                 .into_iter()
                 .map(|t| {
-                    Request::CreateTopic(ControllerNewTopic {
+                    Some(Request::CreateTopic(ControllerNewTopic {
                         name: t.name,
                         partitions: t.partitions,
                         replication_factor: 1,
                         configs: t.configs.into_iter().collect::<BTreeMap<_, _>>(),
-                    })
+                    }))
                 })
                 .collect(),
             CatalogOp::Delete(names) => names
                 .into_iter()
-                .map(|name| Request::DeleteTopic { name })
+                .map(|name| Some(Request::DeleteTopic { name }))
                 .collect(),
-            other => {
-                return vec![
-                    Err((
-                        ErrorCode::InvalidRequest,
-                        "configuration changes and new partitions are not available in a cluster yet (#17)"
-                            .to_string(),
-                    ));
-                    op_len(&other)
-                ]
-            }
+            CatalogOp::CreatePartitions(topics) => topics
+                .into_iter()
+                .map(|(name, count)| Some(Request::CreatePartitions { name, count }))
+                .collect(),
+            CatalogOp::AlterConfigs(items) => items.iter().map(|(r, _)| config_change(r)).collect(),
+            CatalogOp::SetConfigs(items) => items.iter().map(|(r, _)| config_change(r)).collect(),
         };
         let mut out = Vec::with_capacity(requests.len());
         for (req, check) in requests.into_iter().zip(checks) {
-            out.push(match check {
-                Ok(()) => answered(handle.call(req).await.error),
-                refused => refused,
+            out.push(match (check, req) {
+                (Err(refused), _) => Err(refused),
+                (Ok(()), None) => Err((ErrorCode::InvalidRequest, NOT_TOPIC.to_string())),
+                (Ok(()), Some(Request::AlterTopicConfigs { changes, .. }))
+                    if changes.is_empty() =>
+                {
+                    Ok(()) // nothing changes
+                }
+                (Ok(()), Some(req)) => answered(handle.call(req).await.error),
             });
         }
         out

@@ -211,6 +211,80 @@ fn brokers_register_and_a_topic_is_spread_over_every_node() {
 }
 
 #[test]
+fn partitions_are_added_and_topic_configs_changed_through_the_controller() {
+    let mut c = Cluster::new();
+    c.start_brokers();
+    let create = |name: &str| {
+        Request::CreateTopic(NewTopic {
+            name: name.into(),
+            partitions: 3,
+            replication_factor: 1,
+            configs: [("retention.ms".to_string(), "1000".to_string())]
+                .into_iter()
+                .collect(),
+        })
+    };
+    assert_eq!(c.ask(1, Asker::Local(1), create("grow")).error, None);
+    let a = c.ask(
+        1,
+        Asker::Local(2),
+        Request::CreatePartitions {
+            name: "grow".into(),
+            count: 7,
+        },
+    );
+    assert_eq!(a.error, None);
+    let image = c.nodes[2].image();
+    let t = image.topic_by_name("grow").unwrap();
+    assert_eq!(
+        t.partitions.keys().copied().collect::<Vec<_>>(),
+        (0..7).collect::<Vec<_>>()
+    );
+    assert!(t.partitions.values().all(|p| p.leader != NO_LEADER));
+    // Not fewer, nor the same count, nor an unknown topic.
+    for (name, count, code) in [
+        ("grow", 7, ErrorCode::InvalidPartitions),
+        ("grow", 2, ErrorCode::InvalidPartitions),
+        ("nope", 9, ErrorCode::UnknownTopicOrPartition),
+    ] {
+        let a = c.ask(
+            1,
+            Asker::Local(3),
+            Request::CreatePartitions {
+                name: name.into(),
+                count,
+            },
+        );
+        assert_eq!(a.error.map(|e| e.0), Some(code), "{name} -> {count}");
+    }
+
+    let a = c.ask(
+        1,
+        Asker::Local(4),
+        Request::AlterTopicConfigs {
+            name: "grow".into(),
+            changes: [
+                ("retention.ms".to_string(), None),
+                ("cleanup.policy".to_string(), Some("compact".to_string())),
+            ]
+            .into_iter()
+            .collect(),
+        },
+    );
+    assert_eq!(a.error, None);
+    for n in 0..3 {
+        let image = c.nodes[n].image();
+        let configs = &image.topic_by_name("grow").unwrap().configs;
+        assert_eq!(
+            configs.iter().collect::<Vec<_>>(),
+            vec![(&"cleanup.policy".to_string(), &"compact".to_string())]
+        );
+    }
+    let d = digests(&c);
+    assert!(d.windows(2).all(|w| w[0] == w[1]), "{d:?}");
+}
+
+#[test]
 fn a_non_controller_names_the_controller() {
     let mut c = Cluster::new();
     let a = c.ask(

@@ -2524,16 +2524,18 @@ pub mod controller {
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_BODY: u8 = 5;
+pub const ENUM_MAX_BODY: u8 = 7;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_BODY: [Body; 6] = [
+pub const ENUM_VALUES_BODY: [Body; 8] = [
   Body::NONE,
   Body::Register,
   Body::Heartbeat,
   Body::CreateTopic,
   Body::DeleteTopic,
   Body::AllocateProducerIds,
+  Body::CreatePartitions,
+  Body::AlterTopicConfigs,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -2547,9 +2549,11 @@ impl Body {
   pub const CreateTopic: Self = Self(3);
   pub const DeleteTopic: Self = Self(4);
   pub const AllocateProducerIds: Self = Self(5);
+  pub const CreatePartitions: Self = Self(6);
+  pub const AlterTopicConfigs: Self = Self(7);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 5;
+  pub const ENUM_MAX: u8 = 7;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::Register,
@@ -2557,6 +2561,8 @@ impl Body {
     Self::CreateTopic,
     Self::DeleteTopic,
     Self::AllocateProducerIds,
+    Self::CreatePartitions,
+    Self::AlterTopicConfigs,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -2567,6 +2573,8 @@ impl Body {
       Self::CreateTopic => Some("CreateTopic"),
       Self::DeleteTopic => Some("DeleteTopic"),
       Self::AllocateProducerIds => Some("AllocateProducerIds"),
+      Self::CreatePartitions => Some("CreatePartitions"),
+      Self::AlterTopicConfigs => Some("AlterTopicConfigs"),
       _ => None,
     }
   }
@@ -3211,6 +3219,253 @@ impl core::fmt::Debug for AllocateProducerIds<'_> {
       ds.finish()
   }
 }
+pub enum CreatePartitionsOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// CreatePartitions: `count` is the topic's new total.
+pub struct CreatePartitions<'a> {
+  pub _tab: flatbuffers::Table<'a>,
+}
+
+impl<'a> flatbuffers::Follow<'a> for CreatePartitions<'a> {
+  type Inner = CreatePartitions<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: flatbuffers::Table::new(buf, loc) }
+  }
+}
+
+impl<'a> CreatePartitions<'a> {
+  pub const VT_NAME: flatbuffers::VOffsetT = 4;
+  pub const VT_COUNT: flatbuffers::VOffsetT = 6;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
+    CreatePartitions { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
+    _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
+    args: &'args CreatePartitionsArgs<'args>
+  ) -> flatbuffers::WIPOffset<CreatePartitions<'bldr>> {
+    let mut builder = CreatePartitionsBuilder::new(_fbb);
+    builder.add_count(args.count);
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<&str>>(CreatePartitions::VT_NAME, None)}
+  }
+  #[inline]
+  pub fn count(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(CreatePartitions::VT_COUNT, Some(0)).unwrap()}
+  }
+}
+
+impl flatbuffers::Verifiable for CreatePartitions<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    v.visit_table(pos)?
+     .visit_field::<flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<i32>("count", Self::VT_COUNT, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct CreatePartitionsArgs<'a> {
+    pub name: Option<flatbuffers::WIPOffset<&'a str>>,
+    pub count: i32,
+}
+impl<'a> Default for CreatePartitionsArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    CreatePartitionsArgs {
+      name: None,
+      count: 0,
+    }
+  }
+}
+
+pub struct CreatePartitionsBuilder<'a: 'b, 'b> {
+  fbb_: &'b mut flatbuffers::FlatBufferBuilder<'a>,
+  start_: flatbuffers::WIPOffset<flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b> CreatePartitionsBuilder<'a, 'b> {
+  #[inline]
+  pub fn add_name(&mut self, name: flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(CreatePartitions::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_count(&mut self, count: i32) {
+    self.fbb_.push_slot::<i32>(CreatePartitions::VT_COUNT, count, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> CreatePartitionsBuilder<'a, 'b> {
+    let start = _fbb.start_table();
+    CreatePartitionsBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> flatbuffers::WIPOffset<CreatePartitions<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl core::fmt::Debug for CreatePartitions<'_> {
+  fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut ds = f.debug_struct("CreatePartitions");
+      ds.field("name", &self.name());
+      ds.field("count", &self.count());
+      ds.finish()
+  }
+}
+pub enum AlterTopicConfigsOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// Topic configs to set (`set`) and to remove (`removed`), validated by the asking broker.
+pub struct AlterTopicConfigs<'a> {
+  pub _tab: flatbuffers::Table<'a>,
+}
+
+impl<'a> flatbuffers::Follow<'a> for AlterTopicConfigs<'a> {
+  type Inner = AlterTopicConfigs<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: flatbuffers::Table::new(buf, loc) }
+  }
+}
+
+impl<'a> AlterTopicConfigs<'a> {
+  pub const VT_NAME: flatbuffers::VOffsetT = 4;
+  pub const VT_SET: flatbuffers::VOffsetT = 6;
+  pub const VT_REMOVED: flatbuffers::VOffsetT = 8;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
+    AlterTopicConfigs { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
+    _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
+    args: &'args AlterTopicConfigsArgs<'args>
+  ) -> flatbuffers::WIPOffset<AlterTopicConfigs<'bldr>> {
+    let mut builder = AlterTopicConfigsBuilder::new(_fbb);
+    if let Some(x) = args.removed { builder.add_removed(x); }
+    if let Some(x) = args.set { builder.add_set(x); }
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<&str>>(AlterTopicConfigs::VT_NAME, None)}
+  }
+  #[inline]
+  pub fn set(&self) -> Option<flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<super::metadata::ConfigEntry<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<super::metadata::ConfigEntry>>>>(AlterTopicConfigs::VT_SET, None)}
+  }
+  #[inline]
+  pub fn removed(&self) -> Option<flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<&'a str>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<&'a str>>>>(AlterTopicConfigs::VT_REMOVED, None)}
+  }
+}
+
+impl flatbuffers::Verifiable for AlterTopicConfigs<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    v.visit_table(pos)?
+     .visit_field::<flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, flatbuffers::ForwardsUOffset<super::metadata::ConfigEntry>>>>("set", Self::VT_SET, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, flatbuffers::ForwardsUOffset<&'_ str>>>>("removed", Self::VT_REMOVED, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct AlterTopicConfigsArgs<'a> {
+    pub name: Option<flatbuffers::WIPOffset<&'a str>>,
+    pub set: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<super::metadata::ConfigEntry<'a>>>>>,
+    pub removed: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<&'a str>>>>,
+}
+impl<'a> Default for AlterTopicConfigsArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    AlterTopicConfigsArgs {
+      name: None,
+      set: None,
+      removed: None,
+    }
+  }
+}
+
+pub struct AlterTopicConfigsBuilder<'a: 'b, 'b> {
+  fbb_: &'b mut flatbuffers::FlatBufferBuilder<'a>,
+  start_: flatbuffers::WIPOffset<flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b> AlterTopicConfigsBuilder<'a, 'b> {
+  #[inline]
+  pub fn add_name(&mut self, name: flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(AlterTopicConfigs::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_set(&mut self, set: flatbuffers::WIPOffset<flatbuffers::Vector<'b , flatbuffers::ForwardsUOffset<super::metadata::ConfigEntry<'b >>>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(AlterTopicConfigs::VT_SET, set);
+  }
+  #[inline]
+  pub fn add_removed(&mut self, removed: flatbuffers::WIPOffset<flatbuffers::Vector<'b , flatbuffers::ForwardsUOffset<&'b  str>>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(AlterTopicConfigs::VT_REMOVED, removed);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> AlterTopicConfigsBuilder<'a, 'b> {
+    let start = _fbb.start_table();
+    AlterTopicConfigsBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> flatbuffers::WIPOffset<AlterTopicConfigs<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl core::fmt::Debug for AlterTopicConfigs<'_> {
+  fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut ds = f.debug_struct("AlterTopicConfigs");
+      ds.field("name", &self.name());
+      ds.field("set", &self.set());
+      ds.field("removed", &self.removed());
+      ds.finish()
+  }
+}
 pub enum RequestOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
@@ -3345,6 +3600,36 @@ impl<'a> Request<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_create_partitions(&self) -> Option<CreatePartitions<'a>> {
+    if self.body_type() == Body::CreatePartitions {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { CreatePartitions::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_alter_topic_configs(&self) -> Option<AlterTopicConfigs<'a>> {
+    if self.body_type() == Body::AlterTopicConfigs {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AlterTopicConfigs::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl flatbuffers::Verifiable for Request<'_> {
@@ -3362,6 +3647,8 @@ impl flatbuffers::Verifiable for Request<'_> {
           Body::CreateTopic => v.verify_union_variant::<flatbuffers::ForwardsUOffset<CreateTopic>>("Body::CreateTopic", pos),
           Body::DeleteTopic => v.verify_union_variant::<flatbuffers::ForwardsUOffset<DeleteTopic>>("Body::DeleteTopic", pos),
           Body::AllocateProducerIds => v.verify_union_variant::<flatbuffers::ForwardsUOffset<AllocateProducerIds>>("Body::AllocateProducerIds", pos),
+          Body::CreatePartitions => v.verify_union_variant::<flatbuffers::ForwardsUOffset<CreatePartitions>>("Body::CreatePartitions", pos),
+          Body::AlterTopicConfigs => v.verify_union_variant::<flatbuffers::ForwardsUOffset<AlterTopicConfigs>>("Body::AlterTopicConfigs", pos),
           _ => Ok(()),
         }
      })?
@@ -3453,6 +3740,20 @@ impl core::fmt::Debug for Request<'_> {
         },
         Body::AllocateProducerIds => {
           if let Some(x) = self.body_as_allocate_producer_ids() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        Body::CreatePartitions => {
+          if let Some(x) = self.body_as_create_partitions() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        Body::AlterTopicConfigs => {
+          if let Some(x) = self.body_as_alter_topic_configs() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
