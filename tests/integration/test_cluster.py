@@ -391,6 +391,19 @@ def test_5000_topic_changes_then_a_restart_of_every_node_leave_equal_images(clus
     cluster.until("three brokers registered again", cluster.formed, limit_s=30)
     print(f"after the restart: applied offset {after[0]['applied_offset']}, "
           f"digest {after[0]['image_digest']} on every node")
+    # The same digests as `strand cluster info --json` prints them (each broker's, over
+    # DescribeConfigs), all equal.
+    def info():
+        r = subprocess.run([BINARY, "cluster", "info", "--json", "--brokers",
+                            cluster.bootstrap(1)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return json.loads(r.stdout)
+    shown = cluster.until("cluster info --json: every broker live, digests equal", lambda: (
+        lambda i: i if i["image_digests_equal"] and sorted(
+            b["id"] for b in i["brokers"] if b["state"] == "live") == list(NODES) else None)(
+                info()))
+    print("strand cluster info --json:", sorted(
+        (b["id"], b["image_digest"]) for b in shown["brokers"]))
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
     listed = set(admin.list_topics(timeout=10).topics)
     assert kept <= listed and not (set(gone) & listed)
