@@ -242,3 +242,8 @@ pub const ALLOCATOR_MMAP_THRESHOLD_BYTES: usize = 1 << 20;
 /// placement spreads their leaders over the brokers registered then. After this, a node
 /// that is down does not hold the others back.
 pub const INTERNAL_TOPICS_WAIT_MS: u64 = 30_000;
+
+/// Cluster mode: topic changes of one request (CreateTopics, DeleteTopics, ...) asked of the
+/// controller at once. Concurrent asks are committed by the quorum together (one round and one
+/// fdatasync for many); the bound keeps one request from queueing thousands of proposals.
+pub const CONTROLLER_CALLS_IN_FLIGHT: usize = 64;

@@ -401,6 +401,7 @@ impl Controller {
         t: &NewTopic,
         id: TopicId,
         shard_of: &dyn Fn(&str, i32, u32) -> u32,
+        pending_leads: &BTreeMap<NodeId, u64>,
     ) -> Result<Vec<MetadataRecord>, Refusal> {
         if image.names.contains_key(&t.name) {
             return Err(Refusal::new(
@@ -418,7 +419,8 @@ impl Controller {
         } else {
             t.replication_factor
         };
-        let assignment = placement::assign(image, &t.name, partitions, rf, shard_of)?;
+        let assignment =
+            placement::assign(image, &t.name, partitions, rf, shard_of, pending_leads)?;
         let mut records = vec![MetadataRecord::Topic {
             name: t.name.clone(),
             id,
@@ -447,6 +449,7 @@ impl Controller {
         name: &str,
         count: i32,
         shard_of: &dyn Fn(&str, i32, u32) -> u32,
+        pending_leads: &BTreeMap<NodeId, u64>,
     ) -> Result<Vec<MetadataRecord>, Refusal> {
         let Some(t) = image.names.get(name).and_then(|id| image.topics.get(id)) else {
             return Err(Refusal::new(
@@ -466,7 +469,8 @@ impl Controller {
             .values()
             .next()
             .map_or(1, |p| p.replicas.len() as i16);
-        let assignment = placement::assign_from(image, name, have, count, rf, shard_of)?;
+        let assignment =
+            placement::assign_from(image, name, have, count, rf, shard_of, pending_leads)?;
         Ok(assignment
             .into_iter()
             .zip(have..)

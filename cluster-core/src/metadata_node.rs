@@ -89,6 +89,9 @@ struct Waiting {
     asker: Asker,
     expect: Expect,
     deadline_ms: u64,
+    /// Leaders of the partitions this proposal creates (placement counts them until the
+    /// proposal is applied or given up).
+    leads: Vec<NodeId>,
 }
 
 pub struct MetadataNode {
@@ -218,6 +221,15 @@ impl MetadataNode {
             }
         }
         let image = &self.image;
+        let mut pending_leads: BTreeMap<NodeId, u64> = BTreeMap::new();
+        if matches!(
+            req,
+            Request::CreateTopic(_) | Request::CreatePartitions { .. }
+        ) {
+            for node in self.waiting.values().flat_map(|w| &w.leads) {
+                *pending_leads.entry(*node).or_default() += 1;
+            }
+        }
         let decided = match &req {
             Request::Register(r) => controller
                 .register(image, r, now_ms)
@@ -226,13 +238,13 @@ impl MetadataNode {
                 .heartbeat(image, h, now_ms)
                 .map(|a| (a.records, Expect::BrokerEpoch(h.node_id))),
             Request::CreateTopic(t) => controller
-                .create_topic(image, t, fresh_id, &*self.shard_of)
+                .create_topic(image, t, fresh_id, &*self.shard_of, &pending_leads)
                 .map(|recs| (recs, Expect::Topic(fresh_id))),
             Request::DeleteTopic { name } => controller
                 .delete_topic(image, name)
                 .map(|recs| (recs, Expect::Nothing)),
             Request::CreatePartitions { name, count } => controller
-                .create_partitions(image, name, *count, &*self.shard_of)
+                .create_partitions(image, name, *count, &*self.shard_of, &pending_leads)
                 .map(|recs| (recs, Expect::Nothing)),
             Request::AlterTopicConfigs { name, changes } => controller
                 .alter_topic_configs(image, name, changes)
@@ -271,12 +283,20 @@ impl MetadataNode {
         }
         let id = self.next_request_id;
         self.next_request_id += 1;
+        let leads = records
+            .iter()
+            .filter_map(|r| match r {
+                MetadataRecord::Partition(p) => Some(p.leader),
+                _ => None,
+            })
+            .collect();
         self.waiting.insert(
             id,
             Waiting {
                 asker,
                 expect,
                 deadline_ms: now_ms + self.request_timeout_ms,
+                leads,
             },
         );
         let data = encode_batch_for(

@@ -45,12 +45,23 @@ pub fn assign(
     partitions: i32,
     replication_factor: i16,
     shard_of: &dyn Fn(&str, i32, u32) -> u32,
+    pending_leads: &BTreeMap<NodeId, u64>,
 ) -> Result<Vec<Vec<Replica>>, Refusal> {
-    assign_from(image, topic, 0, partitions, replication_factor, shard_of)
+    assign_from(
+        image,
+        topic,
+        0,
+        partitions,
+        replication_factor,
+        shard_of,
+        pending_leads,
+    )
 }
 
 /// The replicas of partitions `first..partitions` of `topic` (CreatePartitions adds them to
-/// an existing topic), the leader first; element 0 is partition `first`.
+/// an existing topic), the leader first; element 0 is partition `first`. `pending_leads`
+/// counts the leaderships proposed but not yet in `image` (changes asked at once are placed
+/// as if the earlier ones had landed, so a burst of small topics is spread, not stacked).
 pub fn assign_from(
     image: &Image,
     topic: &str,
@@ -58,6 +69,7 @@ pub fn assign_from(
     partitions: i32,
     replication_factor: i16,
     shard_of: &dyn Fn(&str, i32, u32) -> u32,
+    pending_leads: &BTreeMap<NodeId, u64>,
 ) -> Result<Vec<Vec<Replica>>, Refusal> {
     debug_assert!(first >= 0, "first partition {first}");
     let usable: Vec<(NodeId, u32)> = image
@@ -100,6 +112,11 @@ pub fn assign_from(
             if let Some(c) = leads.get_mut(&p.leader) {
                 *c += 1;
             }
+        }
+    }
+    for (node, n) in pending_leads {
+        if let Some(c) = leads.get_mut(node) {
+            *c += n;
         }
     }
     let rotation = name_hash(topic) as usize % usable.len();

@@ -153,9 +153,9 @@ impl Sim {
             replication_factor: rf,
             configs: BTreeMap::new(),
         };
-        let records = self
-            .controller
-            .create_topic(&self.images[0], &t, id, &shard_of)?;
+        let records =
+            self.controller
+                .create_topic(&self.images[0], &t, id, &shard_of, &BTreeMap::new())?;
         Ok(self.commit(records).swap_remove(0))
     }
 
@@ -247,8 +247,14 @@ fn two_racing_creations_of_one_topic_apply_once_everywhere() {
         configs: BTreeMap::new(),
     };
     let (a, b) = (s.topic_id(), s.topic_id());
-    let first = s.controller.create_topic(&image, &t, a, &shard_of).unwrap();
-    let second = s.controller.create_topic(&image, &t, b, &shard_of).unwrap();
+    let first = s
+        .controller
+        .create_topic(&image, &t, a, &shard_of, &BTreeMap::new())
+        .unwrap();
+    let second = s
+        .controller
+        .create_topic(&image, &t, b, &shard_of, &BTreeMap::new())
+        .unwrap();
     let o1 = s.commit(first);
     let o2 = s.commit(second);
     assert!(o1.iter().all(|o| *o == Applied::Done));

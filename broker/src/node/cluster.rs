@@ -245,18 +245,32 @@ impl Node {
             CatalogOp::AlterConfigs(items) => items.iter().map(|(r, _)| config_change(r)).collect(),
             CatalogOp::SetConfigs(items) => items.iter().map(|(r, _)| config_change(r)).collect(),
         };
+        // Up to CONTROLLER_CALLS_IN_FLIGHT topics asked at once: the quorum commits them
+        // together instead of one round (and one fdatasync) per topic.
         let mut out = Vec::with_capacity(requests.len());
+        let mut in_flight: Vec<glommio::Task<OpResult>> = Vec::new();
         for (req, check) in requests.into_iter().zip(checks) {
-            out.push(match (check, req) {
-                (Err(refused), _) => Err(refused),
-                (Ok(()), None) => Err((ErrorCode::InvalidRequest, NOT_TOPIC.to_string())),
-                (Ok(()), Some(Request::AlterTopicConfigs { changes, .. }))
-                    if changes.is_empty() =>
-                {
-                    Ok(()) // nothing changes
+            let handle = handle.clone();
+            in_flight.push(glommio::spawn_local(async move {
+                match (check, req) {
+                    (Err(refused), _) => Err(refused),
+                    (Ok(()), None) => Err((ErrorCode::InvalidRequest, NOT_TOPIC.to_string())),
+                    (Ok(()), Some(Request::AlterTopicConfigs { changes, .. }))
+                        if changes.is_empty() =>
+                    {
+                        Ok(()) // nothing changes
+                    }
+                    (Ok(()), Some(req)) => answered(handle.call(req).await.error),
                 }
-                (Ok(()), Some(req)) => answered(handle.call(req).await.error),
-            });
+            }));
+            if in_flight.len() == crate::limits::CONTROLLER_CALLS_IN_FLIGHT {
+                for t in in_flight.drain(..) {
+                    out.push(t.await);
+                }
+            }
+        }
+        for t in in_flight {
+            out.push(t.await);
         }
         out
     }

@@ -285,6 +285,53 @@ fn partitions_are_added_and_topic_configs_changed_through_the_controller() {
 }
 
 #[test]
+fn small_topics_asked_at_once_are_spread_over_the_nodes() {
+    let mut c = Cluster::new();
+    c.start_brokers();
+    // One node leads nothing yet, so each of the burst alone would go there.
+    let two = Request::CreateTopic(NewTopic {
+        name: "two".into(),
+        partitions: 2,
+        replication_factor: 1,
+        configs: BTreeMap::new(),
+    });
+    assert_eq!(c.ask(1, Asker::Local(49), two).error, None);
+    // Nine one-partition topics proposed before any is applied (a CreateTopics request's
+    // topics are asked concurrently): each placement counts the ones still in flight.
+    let mut held = Vec::new();
+    for i in 0..9u8 {
+        let now = c.now_ms;
+        let req = Request::CreateTopic(NewTopic {
+            name: format!("small-{i}"),
+            partitions: 1,
+            replication_factor: 1,
+            configs: BTreeMap::new(),
+        });
+        let mut id = [0u8; 16];
+        id[0] = 200;
+        id[15] = i;
+        let effects = c
+            .node(1)
+            .request_with_id(Asker::Local(50 + u64::from(i)), req, now, id);
+        held.extend(c.handle(effects, true));
+    }
+    for data in held {
+        c.commit(data);
+    }
+    let image = c.nodes[0].image();
+    let mut per_node = BTreeMap::new();
+    for i in 0..9 {
+        let t = image.topic_by_name(&format!("small-{i}")).unwrap();
+        *per_node.entry(t.partitions[&0].leader).or_insert(0) += 1;
+    }
+    let counts: Vec<u32> = per_node.values().copied().collect();
+    assert!(
+        counts.len() == 3 && counts.iter().all(|&n| (2..=4).contains(&n)),
+        "{per_node:?}"
+    );
+}
+
+#[test]
 fn a_non_controller_names_the_controller() {
     let mut c = Cluster::new();
     let a = c.ask(
