@@ -514,11 +514,9 @@ impl Node {
         offset: Offset,
         committed: bool,
     ) -> Option<ReadOut> {
-        // Only this shard's partitions are in the map.
-        self.partitions
-            .borrow()
-            .get(tp)?
-            .read_nothing_new(offset, committed)
+        // Only this shard's partitions qualify; in a cluster only those this node leads (the
+        // others take the full path, which answers NOT_LEADER_OR_FOLLOWER).
+        self.led(tp).ok()?.read_nothing_new(offset, committed)
     }
 
     async fn read_local(
