@@ -14,6 +14,9 @@
 //! - [`transport`]: node-to-node messages over QUIC (quinn-proto) with mutual TLS, driven by
 //!   datagrams and time; `transport::certs` makes a development CA and node certificates.
 //! - [`messages`]: what travels between nodes (a channel byte, then raft's or our encoding).
+//! - [`replication`]: a partition leader's replication rules (#18, not wired yet): high
+//!   watermark over the maximal ISR, `acks=all` and `min.insync.replicas`, ISR shrink and
+//!   expand proposals; each replica's leader-epoch cache and the follower's divergence point.
 //! - [`limits`]: the cluster's bounds, with reasons.
 //!
 //! Arrows: `controller` -> `placement` -> `image` -> `records`; `quorum` stands alone (it
@@ -33,6 +36,7 @@ pub mod placement;
 pub mod quorum;
 pub mod records;
 pub mod records_codec;
+pub mod replication;
 pub mod transport;
 
 #[cfg(test)]

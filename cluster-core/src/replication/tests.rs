@@ -1,0 +1,184 @@
+//! The leader's replication rules, driven by hand: fetches, appends and time.
+
+use strand_wire::ErrorCode;
+
+use super::epoch_cache::{divergence, EpochCache, UNDEFINED};
+use super::{Effect, PartitionLeader};
+
+const LAG_MS: u64 = 30_000;
+
+/// Node 1 leads replicas 1, 2, 3, all in sync, log empty, `min.insync.replicas` = `min`.
+fn leader(min: usize) -> PartitionLeader {
+    PartitionLeader::new(1, &[1, 2, 3], vec![1, 2, 3], 0, 0, min, LAG_MS, 0)
+}
+
+fn acked(effects: &[Effect]) -> Vec<(u64, Result<(), ErrorCode>)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Acked { token, result } => Some((*token, *result)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn acks_all_waits_for_every_isr_member_and_the_watermark_follows_the_slowest() {
+    let mut l = leader(2);
+    assert_eq!(l.admit_acks_all(), Ok(()));
+    assert!(acked(&l.appended(10, Some(7))).is_empty());
+    assert_eq!(l.high_watermark(), 0);
+    // One follower has it: not yet (acks=all means every ISR member).
+    assert!(acked(&l.fetched(2, 10, 5)).is_empty());
+    assert_eq!(l.high_watermark(), 0);
+    let e = l.fetched(3, 4, 5);
+    assert_eq!(e, vec![Effect::HighWatermark(4)]);
+    let e = l.fetched(3, 10, 6);
+    assert_eq!(
+        e,
+        vec![
+            Effect::HighWatermark(10),
+            Effect::Acked {
+                token: 7,
+                result: Ok(())
+            }
+        ]
+    );
+    // Requests complete in offset order, each when its own end is covered.
+    l.appended(15, Some(8));
+    l.appended(20, Some(9));
+    l.fetched(2, 20, 7);
+    assert_eq!(acked(&l.fetched(3, 15, 7)), vec![(8, Ok(()))]);
+    assert_eq!(acked(&l.fetched(3, 20, 8)), vec![(9, Ok(()))]);
+}
+
+#[test]
+fn a_lagging_follower_leaves_the_isr_only_once_the_quorum_commits_it() {
+    let mut l = leader(2);
+    l.appended(10, Some(1));
+    l.fetched(2, 10, 1_000);
+    // Node 3 never fetches. Within the lag time nothing happens.
+    assert!(l.tick(LAG_MS).is_empty());
+    let e = l.tick(LAG_MS + 1_001);
+    assert_eq!(e, vec![Effect::ProposeIsr(vec![1, 2])]);
+    // Until the change is committed node 3 still counts (the maximal ISR): no ack yet.
+    assert_eq!(l.high_watermark(), 0);
+    assert!(l.tick(LAG_MS + 5_000).is_empty(), "one change in flight");
+    let e = l.isr_committed(vec![1, 2]);
+    assert_eq!(
+        e,
+        vec![
+            Effect::HighWatermark(10),
+            Effect::Acked {
+                token: 1,
+                result: Ok(())
+            }
+        ]
+    );
+}
+
+#[test]
+fn min_insync_replicas_refuses_before_and_fails_after_the_append() {
+    let mut l = leader(2);
+    l.appended(10, Some(1));
+    l.isr_committed(vec![1, 2]);
+    // ISR shrank to the leader alone while the request waited.
+    let e = l.isr_committed(vec![1]);
+    assert_eq!(
+        acked(&e),
+        vec![(1, Err(ErrorCode::NotEnoughReplicasAfterAppend))]
+    );
+    assert_eq!(l.admit_acks_all(), Err(ErrorCode::NotEnoughReplicas));
+    // min.insync.replicas = 1: the leader alone suffices.
+    let mut l = leader(1);
+    l.isr_committed(vec![1]);
+    assert_eq!(l.admit_acks_all(), Ok(()));
+    assert_eq!(acked(&l.appended(3, Some(2))), vec![(2, Ok(()))]);
+}
+
+#[test]
+fn a_follower_rejoins_when_it_reaches_the_watermark_and_counts_once_proposed() {
+    let mut l = leader(1);
+    l.isr_committed(vec![1, 2]);
+    l.appended(10, None);
+    l.fetched(2, 10, 1);
+    assert_eq!(l.high_watermark(), 10);
+    // Node 3 catches up from behind: no proposal until it reaches the watermark.
+    assert!(l.fetched(3, 5, 2).is_empty());
+    assert_eq!(l.fetched(3, 10, 3), vec![Effect::ProposeIsr(vec![1, 2, 3])]);
+    // Pending, it already holds the watermark back (it must have what is acknowledged).
+    l.appended(12, Some(4));
+    l.fetched(2, 12, 4);
+    assert_eq!(l.high_watermark(), 10);
+    l.isr_committed(vec![1, 2, 3]);
+    assert_eq!(acked(&l.fetched(3, 12, 5)), vec![(4, Ok(()))]);
+}
+
+#[test]
+fn the_watermark_never_moves_back_and_fetches_past_the_end_count_as_the_end() {
+    let mut l = PartitionLeader::new(1, &[1, 2], vec![1, 2], 10, 8, 1, LAG_MS, 0);
+    assert_eq!(l.high_watermark(), 8);
+    assert!(
+        l.fetched(2, 5, 1).is_empty(),
+        "a stale follower does not lower it"
+    );
+    assert_eq!(l.high_watermark(), 8);
+    assert_eq!(l.fetched(2, 99, 2), vec![Effect::HighWatermark(10)]);
+    assert_eq!(l.follower(2).unwrap().log_end, 10);
+    assert!(l.fetched(9, 10, 3).is_empty(), "not a replica");
+}
+
+#[test]
+fn a_follower_behind_but_keeping_up_with_each_fetch_stays_in_sync() {
+    let mut l = leader(1);
+    // Every fetch reaches the log end as of the previous one: caught up then.
+    let mut t = 0;
+    for end in 1..=50 {
+        t += 1_000;
+        l.appended(end * 10, None);
+        l.fetched(2, end * 10, t);
+        l.fetched(3, (end - 1) * 10, t);
+        assert!(l.tick(t).is_empty(), "at {t} ms");
+    }
+}
+
+#[test]
+fn epoch_cache_answers_offsets_for_leader_epoch() {
+    let mut c = EpochCache::default();
+    c.assign(0, 0);
+    c.assign(0, 5);
+    c.assign(2, 10);
+    c.assign(5, 30);
+    assert_eq!(c.entries(), &[(0, 0), (2, 10), (5, 30)]);
+    assert_eq!(c.end_offset_for(0, 40), (0, 10));
+    assert_eq!(c.end_offset_for(1, 40), (0, 10), "largest epoch <= 1");
+    assert_eq!(c.end_offset_for(4, 40), (2, 30));
+    assert_eq!(
+        c.end_offset_for(9, 40),
+        (5, 40),
+        "the latest ends at the log end"
+    );
+    assert_eq!(EpochCache::default().end_offset_for(3, 0), UNDEFINED);
+    c.truncate_from_end(30);
+    assert_eq!(c.latest(), Some((2, 10)));
+    assert!(EpochCache::from_entries(vec![(3, 0), (2, 5)]).is_err());
+}
+
+#[test]
+fn a_follower_truncates_where_its_log_left_the_leaders() {
+    // Leader: epoch 1 from 0, epoch 3 from 20. Follower: epoch 1 from 0, then epoch 2 (a
+    // leader that never committed) from 15 to 25.
+    let leader_cache = EpochCache::from_entries(vec![(1, 0), (3, 20)]).unwrap();
+    let follower = EpochCache::from_entries(vec![(1, 0), (2, 15)]).unwrap();
+    let answer = leader_cache.end_offset_for(2, 40); // the follower's latest epoch
+    assert_eq!(answer, (1, 20));
+    assert_eq!(divergence(&follower, 25, answer), Some(15));
+    // Same history, follower behind: nothing to cut.
+    let behind = EpochCache::from_entries(vec![(1, 0), (3, 20)]).unwrap();
+    assert_eq!(
+        divergence(&behind, 22, leader_cache.end_offset_for(3, 40)),
+        None
+    );
+    // The leader knows nothing that old.
+    assert_eq!(divergence(&follower, 25, UNDEFINED), None);
+}
