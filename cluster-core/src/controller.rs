@@ -442,12 +442,15 @@ impl Controller {
     }
 
     /// CreatePartitions for one topic: `count` is the new total; the new partitions are
-    /// placed as a new topic's are, with the replication factor of partition 0.
+    /// placed as a new topic's are, with the replication factor of partition 0. `grown`: the
+    /// count an earlier CreatePartitions still in flight will leave (this one builds on it).
+    #[allow(clippy::too_many_arguments)]
     pub fn create_partitions(
         &self,
         image: &Image,
         name: &str,
         count: i32,
+        grown: Option<i32>,
         shard_of: &dyn Fn(&str, i32, u32) -> u32,
         pending_leads: &BTreeMap<NodeId, u64>,
     ) -> Result<Vec<MetadataRecord>, Refusal> {
@@ -457,7 +460,7 @@ impl Controller {
                 format!("The topic '{name}' does not exist."),
             ));
         };
-        let have = t.partitions.len() as i32;
+        let have = (t.partitions.len() as i32).max(grown.unwrap_or(0));
         if count <= have {
             return Err(Refusal::new(
                 ErrorCode::InvalidPartitions,
@@ -502,9 +505,10 @@ impl Controller {
                 format!("The topic '{name}' does not exist."),
             ));
         };
+        // Every key is written, even one equal to the committed value: another change to it
+        // may be in flight, and the last one asked must be the one that stands.
         Ok(changes
             .iter()
-            .filter(|(key, value)| t.configs.get(*key) != value.as_ref())
             .map(|(key, value)| MetadataRecord::TopicConfig {
                 id: t.id,
                 key: key.clone(),

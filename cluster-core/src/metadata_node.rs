@@ -92,6 +92,9 @@ struct Waiting {
     /// Leaders of the partitions this proposal creates (placement counts them until the
     /// proposal is applied or given up).
     leads: Vec<NodeId>,
+    /// CreatePartitions: the topic and its count once this proposal applies (a second one
+    /// for the topic builds on it, as if the first had landed).
+    grows: Option<(TopicId, i32)>,
 }
 
 pub struct MetadataNode {
@@ -243,9 +246,17 @@ impl MetadataNode {
             Request::DeleteTopic { name } => controller
                 .delete_topic(image, name)
                 .map(|recs| (recs, Expect::Nothing)),
-            Request::CreatePartitions { name, count } => controller
-                .create_partitions(image, name, *count, &*self.shard_of, &pending_leads)
-                .map(|recs| (recs, Expect::Nothing)),
+            Request::CreatePartitions { name, count } => {
+                let grown = image.names.get(name).and_then(|id| {
+                    self.waiting
+                        .values()
+                        .filter_map(|w| w.grows.filter(|(t, _)| t == id).map(|(_, n)| n))
+                        .max()
+                });
+                controller
+                    .create_partitions(image, name, *count, grown, &*self.shard_of, &pending_leads)
+                    .map(|recs| (recs, Expect::Nothing))
+            }
             Request::AlterTopicConfigs { name, changes } => controller
                 .alter_topic_configs(image, name, changes)
                 .map(|recs| (recs, Expect::Nothing)),
@@ -290,6 +301,12 @@ impl MetadataNode {
                 _ => None,
             })
             .collect();
+        let grows = match (&req, records.first()) {
+            (Request::CreatePartitions { count, .. }, Some(MetadataRecord::Partition(p))) => {
+                Some((p.topic_id, *count))
+            }
+            _ => None,
+        };
         self.waiting.insert(
             id,
             Waiting {
@@ -297,6 +314,7 @@ impl MetadataNode {
                 expect,
                 deadline_ms: now_ms + self.request_timeout_ms,
                 leads,
+                grows,
             },
         );
         let data = encode_batch_for(

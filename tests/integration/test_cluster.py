@@ -181,9 +181,11 @@ def test_partitions_added_and_configs_changed_through_the_controller(cluster):
             topic].partitions.values()) else None)(cluster.metadata(3, topic)))
     assert len({p.leader for p in md.topics[topic].partitions.values()}) >= 2
     p = Producer({"bootstrap.servers": cluster.bootstrap(3), "acks": "all"})
+    errors = []
     for q in range(7):
-        p.produce(topic, value=f"p{q}".encode(), partition=q)
-    assert p.flush(30) == 0
+        p.produce(topic, value=f"p{q}".encode(), partition=q,
+                  on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert p.flush(30) == 0 and not errors, errors
     c = Consumer({"bootstrap.servers": cluster.bootstrap(1), "group.id": "z",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, q, 0) for q in range(7)])

@@ -346,12 +346,24 @@ def test_controller_killed_another_takes_over_and_the_node_comes_back(local):
     until("every partition of the new topic led by a live node", lambda: all(
         p.leader in (1, 2, 3) for p in local.metadata(survivor, topic).topics[topic]
         .partitions.values()), limit_s=60)
-    restored = [int(line.split("index=")[1].split()[0]) for line in local.log(old).splitlines()
-                if "metadata image restored from a snapshot" in line and "index=" in line]
-    assert any(i > behind for i in restored), (behind, restored)
+    def restored_past():
+        at = [int(line.split("index=")[1].split()[0]) for line in local.log(old).splitlines()
+              if "metadata image restored from a snapshot" in line and "index=" in line]
+        return max(at) if at and max(at) > behind else None
+    restored = until("the restarted node restored from a snapshot taken while it was away",
+                     restored_past, limit_s=60)
     until("the restarted node's image equal to the others'", lambda: len(
-        {cluster_status(local, n)["image_digest"] for n in (1, 2, 3)}) == 1)
-    print(f"node {old} stopped at {behind}, restored from a snapshot at {max(restored)}")
+        {cluster_status(local, n)["image_digest"] for n in (1, 2, 3)}) == 1, limit_s=60)
+    print(f"node {old} stopped at {behind}, restored from a snapshot at {restored}")
+    # And it serves its partitions again: every partition of the new topic takes a record.
+    until(f"node {old} listed by itself", lambda: old in local.metadata(old).brokers, limit_s=60)
+    errors = []
+    p = Producer({"bootstrap.servers": local.nodes[survivor - 1], "acks": "all",
+                  "message.timeout.ms": 30000})
+    for q in range(6):
+        p.produce(topic, value=b"back", partition=q,
+                  on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert p.flush(40) == 0 and not errors, errors
 
 
 def test_ctrl_c_stops_every_node(local):

@@ -193,13 +193,35 @@ impl Node {
             .saturating_mul(self.shards() as i64);
         let before = self.catalog();
         let mut scratch = (*before).clone();
-        let checks = scratch.apply_within(&op, partitions_max);
+        let mut checks = scratch.apply_within(&op, partitions_max);
+        // Asked concurrently, two changes to one topic in one request could interleave at the
+        // controller: refused, as Kafka refuses a topic named twice.
+        let named: Vec<Option<&str>> = match &op {
+            CatalogOp::CreatePartitions(items) => {
+                items.iter().map(|(n, _)| Some(n.as_str())).collect()
+            }
+            CatalogOp::AlterConfigs(items) => items.iter().map(|(r, _)| topic_of(r)).collect(),
+            CatalogOp::SetConfigs(items) => items.iter().map(|(r, _)| topic_of(r)).collect(),
+            CatalogOp::Create(_) | CatalogOp::Delete(_) => Vec::new(), // checked already
+        };
+        for (i, name) in named.iter().enumerate() {
+            if name.is_some() && named.iter().filter(|n| *n == name).count() > 1 {
+                checks[i] = Err((
+                    ErrorCode::InvalidRequest,
+                    "Duplicate topic in request.".to_string(),
+                ));
+            }
+        }
         if validate_only {
             return checks;
         }
         // A config change is sent as its effect on the topic's overrides (the operations were
-        // applied and validated above): each key set or removed.
-        let config_change = |resource: &Resource| -> Option<Request> {
+        // applied and validated above): each key the request names (incremental), or every
+        // key of the old and new sets (legacy: the whole set), with its value after the
+        // change, or removed. Keys are sent even when unchanged here: another node's change
+        // to them may be in flight, and the last one asked must stand. (Legacy AlterConfigs
+        // still misses a key set through another node that this node has not applied yet.)
+        let config_change = |resource: &Resource, keys: Option<Vec<&str>>| -> Option<Request> {
             let Resource::Topic(name) = resource else {
                 return None;
             };
@@ -207,14 +229,14 @@ impl Node {
                 &before.topics.get(name)?.configs,
                 &scratch.topics.get(name)?.configs,
             );
-            let mut changes: BTreeMap<String, Option<String>> = new
-                .iter()
-                .filter(|(k, v)| old.get(*k) != Some(*v))
-                .map(|(k, v)| (k.clone(), Some(v.clone())))
+            let keys: Vec<&str> = match keys {
+                Some(named) => named,
+                None => old.keys().chain(new.keys()).map(String::as_str).collect(),
+            };
+            let changes: BTreeMap<String, Option<String>> = keys
+                .into_iter()
+                .map(|k| (k.to_string(), new.get(k).cloned()))
                 .collect();
-            for k in old.keys().filter(|k| !new.contains_key(*k)) {
-                changes.insert(k.clone(), None);
-            }
             Some(Request::AlterTopicConfigs {
                 name: name.clone(),
                 changes,
@@ -242,8 +264,13 @@ impl Node {
                 .into_iter()
                 .map(|(name, count)| Some(Request::CreatePartitions { name, count }))
                 .collect(),
-            CatalogOp::AlterConfigs(items) => items.iter().map(|(r, _)| config_change(r)).collect(),
-            CatalogOp::SetConfigs(items) => items.iter().map(|(r, _)| config_change(r)).collect(),
+            CatalogOp::AlterConfigs(items) => items
+                .iter()
+                .map(|(r, ops)| config_change(r, Some(ops.iter().map(|o| o.0.as_str()).collect())))
+                .collect(),
+            CatalogOp::SetConfigs(items) => {
+                items.iter().map(|(r, _)| config_change(r, None)).collect()
+            }
         };
         // Up to CONTROLLER_CALLS_IN_FLIGHT topics asked at once: the quorum commits them
         // together instead of one round (and one fdatasync) per topic.
@@ -273,6 +300,13 @@ impl Node {
             out.push(t.await);
         }
         out
+    }
+}
+
+fn topic_of(resource: &Resource) -> Option<&str> {
+    match resource {
+        Resource::Topic(name) => Some(name),
+        _ => None,
     }
 }
 

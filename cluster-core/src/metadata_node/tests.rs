@@ -332,6 +332,50 @@ fn small_topics_asked_at_once_are_spread_over_the_nodes() {
 }
 
 #[test]
+fn a_create_partitions_in_flight_is_built_on_by_the_next() {
+    let mut c = Cluster::new();
+    c.start_brokers();
+    let three = Request::CreateTopic(NewTopic {
+        name: "g".into(),
+        partitions: 3,
+        replication_factor: 1,
+        configs: BTreeMap::new(),
+    });
+    assert_eq!(c.ask(1, Asker::Local(60), three).error, None);
+    // 3 -> 5 and 3 -> 7 asked before either applies: as if one after the other.
+    let mut held = Vec::new();
+    for (i, count) in [(61u64, 5), (62, 7), (63, 6)] {
+        let now = c.now_ms;
+        let req = Request::CreatePartitions {
+            name: "g".into(),
+            count,
+        };
+        let effects = c
+            .node(1)
+            .request_with_id(Asker::Local(i), req, now, [9; 16]);
+        held.extend(c.handle(effects, true));
+    }
+    assert_eq!(
+        c.answer_for(Asker::Local(63))
+            .and_then(|a| a.error)
+            .map(|e| e.0),
+        Some(ErrorCode::InvalidPartitions),
+        "6 after 7 is fewer"
+    );
+    for data in held {
+        c.commit(data);
+    }
+    assert_eq!(c.answer_for(Asker::Local(61)).unwrap().error, None);
+    assert_eq!(c.answer_for(Asker::Local(62)).unwrap().error, None);
+    let image = c.nodes[1].image();
+    let t = image.topic_by_name("g").unwrap();
+    assert_eq!(
+        t.partitions.keys().copied().collect::<Vec<_>>(),
+        (0..7).collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn a_non_controller_names_the_controller() {
     let mut c = Cluster::new();
     let a = c.ask(

@@ -51,13 +51,18 @@ impl EpochCache {
         }
     }
 
-    /// OffsetsForLeaderEpoch: the largest epoch `<= epoch` this log knows and the offset where
-    /// it ended (the next epoch's start, or `log_end` for the latest). [`UNDEFINED`] when the
-    /// log knows no epoch that old.
+    /// OffsetsForLeaderEpoch, as Kafka's `LeaderEpochFileCache.endOffsetFor`: the largest
+    /// epoch `<= epoch` this log knows and the offset where it ended (the next epoch's start,
+    /// or `log_end` for the latest); for an epoch older than every entry, that epoch and the
+    /// first entry's start (nothing of it is here); [`UNDEFINED`] for an empty cache or a
+    /// negative epoch.
     pub fn end_offset_for(&self, epoch: i32, log_end: i64) -> (i32, i64) {
+        if epoch < 0 || self.entries.is_empty() {
+            return UNDEFINED;
+        }
         let i = self.entries.partition_point(|&(e, _)| e <= epoch);
         if i == 0 {
-            return UNDEFINED;
+            return (epoch, self.entries[0].1);
         }
         let found = self.entries[i - 1].0;
         let end = self.entries.get(i).map_or(log_end, |&(_, start)| start);
@@ -72,29 +77,51 @@ impl EpochCache {
     }
 }
 
-/// Where a follower must truncate, given the leader's answer `(epoch, end_offset)` to its
-/// OffsetsForLeaderEpoch request for the follower's latest epoch: at the leader's end offset
-/// for that epoch, but never past where the follower's own log left that epoch (their logs
-/// agree at most up to the smaller of the two). Where the follower lacks the leader's epoch
-/// this is conservative (KIP-279 would ask again for an older epoch): truncating a little
-/// more only means fetching it again. `None`: nothing to truncate.
-pub fn divergence(
+/// Where a follower truncates, given the leader's answer `(epoch, end_offset)` to its
+/// OffsetsForLeaderEpoch request for the follower's latest epoch (Kafka's
+/// `AbstractFetcherThread.getOffsetTruncationState`, KIP-101 / KIP-279).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Truncation {
+    /// Truncate the log to this offset (equal to the log end: nothing to cut).
+    pub offset: i64,
+    /// `false`: the follower lacks the epoch the leader named; after truncating it asks again
+    /// with its new latest epoch.
+    pub complete: bool,
+}
+
+/// - The leader knows no such epoch: truncate to the follower's high watermark (all that is
+///   known to be committed).
+/// - The follower has the leader's epoch: the logs agree up to the smaller of the two ends for
+///   it.
+/// - The follower's largest epoch below the leader's is another: truncate to where that one
+///   ended here and ask again, until both name the same epoch.
+pub fn truncation(
     follower: &EpochCache,
     follower_log_end: i64,
+    follower_high_watermark: i64,
     leader_answer: (i32, i64),
-) -> Option<i64> {
-    if leader_answer == UNDEFINED {
-        return None;
-    }
+) -> Truncation {
     let (epoch, leader_end) = leader_answer;
-    let my_end = match follower.end_offset_for(epoch, follower_log_end) {
-        // Every epoch here is newer than the leader's: none of it is the leader's.
-        UNDEFINED => follower
-            .entries
-            .first()
-            .map_or(follower_log_end, |&(_, s)| s),
-        (_, end) => end,
-    };
-    let at = leader_end.min(my_end);
-    (at < follower_log_end).then_some(at)
+    if leader_end < 0 {
+        return Truncation {
+            offset: follower_high_watermark.min(follower_log_end),
+            complete: true,
+        };
+    }
+    match follower.end_offset_for(epoch, follower_log_end) {
+        (mine, my_end) if mine == epoch => Truncation {
+            offset: my_end.min(leader_end).min(follower_log_end),
+            complete: true,
+        },
+        // No epoch here at or below the leader's: every batch here is from a newer epoch the
+        // leader does not have.
+        UNDEFINED => Truncation {
+            offset: leader_end.min(follower_log_end),
+            complete: true,
+        },
+        (_, my_end) => Truncation {
+            offset: my_end.min(follower_log_end),
+            complete: false,
+        },
+    }
 }

@@ -10,8 +10,9 @@
 //!   whose removal is proposed (so the watermark never counts an ack the controller might not
 //!   accept). It never moves back.
 //! - `acks=all` is done when the high watermark reaches the end of the request's batch; then
-//!   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the committed ISR is smaller than
-//!   `min.insync.replicas`. Before the append, a smaller ISR is NOT_ENOUGH_REPLICAS.
+//!   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR is smaller than the effective
+//!   `min.insync.replicas` (capped at the replica count, as Kafka's `effectiveMinIsr`).
+//!   Before the append, a committed ISR that small is NOT_ENOUGH_REPLICAS.
 //! - A follower is caught up at time `t` when it fetched from the leader's log end offset as of
 //!   `t` (or of its previous fetch); an ISR member not caught up for
 //!   `replica.lag.time.max.ms` is removed. A follower outside the ISR whose log end offset
@@ -109,7 +110,7 @@ impl PartitionLeader {
             followers,
             log_end,
             high_watermark,
-            min_insync_replicas: min_insync_replicas.max(1),
+            min_insync_replicas: min_insync_replicas.clamp(1, replicas.len().max(1)),
             lag_max_ms,
             waiting: VecDeque::new(),
         }
@@ -223,12 +224,18 @@ impl PartitionLeader {
         Effect::ProposeIsr(isr)
     }
 
-    /// Recomputes the high watermark over the maximal ISR and settles the waiting requests.
-    fn advance(&mut self) -> Vec<Effect> {
+    /// The committed ISR plus any member a pending change adds.
+    fn maximal_isr(&self) -> Vec<NodeId> {
         let mut members: Vec<NodeId> = self.isr.clone();
         if let Some(p) = &self.pending_isr {
             members.extend(p.iter().filter(|r| !self.isr.contains(r)));
         }
+        members
+    }
+
+    /// Recomputes the high watermark over the maximal ISR and settles the waiting requests.
+    fn advance(&mut self) -> Vec<Effect> {
+        let members = self.maximal_isr();
         let lowest = members
             .iter()
             .map(|r| {
@@ -250,7 +257,7 @@ impl PartitionLeader {
                 break;
             }
             self.waiting.pop_front();
-            let result = if self.isr.len() < self.min_insync_replicas {
+            let result = if members.len() < self.min_insync_replicas {
                 Err(ErrorCode::NotEnoughReplicasAfterAppend)
             } else {
                 Ok(())

@@ -2,7 +2,7 @@
 
 use strand_wire::ErrorCode;
 
-use super::epoch_cache::{divergence, EpochCache, UNDEFINED};
+use super::epoch_cache::{truncation, EpochCache, Truncation, UNDEFINED};
 use super::{Effect, PartitionLeader};
 
 const LAG_MS: u64 = 30_000;
@@ -94,6 +94,9 @@ fn min_insync_replicas_refuses_before_and_fails_after_the_append() {
     l.isr_committed(vec![1]);
     assert_eq!(l.admit_acks_all(), Ok(()));
     assert_eq!(acked(&l.appended(3, Some(2))), vec![(2, Ok(()))]);
+    // min.insync.replicas above the replica count is capped at it (Kafka's effectiveMinIsr).
+    let l = PartitionLeader::new(1, &[1, 2], vec![1, 2], 0, 0, 3, LAG_MS, 0);
+    assert_eq!(l.admit_acks_all(), Ok(()));
 }
 
 #[test]
@@ -159,26 +162,66 @@ fn epoch_cache_answers_offsets_for_leader_epoch() {
         "the latest ends at the log end"
     );
     assert_eq!(EpochCache::default().end_offset_for(3, 0), UNDEFINED);
+    let late = EpochCache::from_entries(vec![(4, 100)]).unwrap();
+    assert_eq!(
+        late.end_offset_for(2, 150),
+        (2, 100),
+        "older than every entry"
+    );
     c.truncate_from_end(30);
     assert_eq!(c.latest(), Some((2, 10)));
     assert!(EpochCache::from_entries(vec![(3, 0), (2, 5)]).is_err());
 }
 
+fn done(offset: i64) -> Truncation {
+    Truncation {
+        offset,
+        complete: true,
+    }
+}
+
 #[test]
 fn a_follower_truncates_where_its_log_left_the_leaders() {
     // Leader: epoch 1 from 0, epoch 3 from 20. Follower: epoch 1 from 0, then epoch 2 (a
-    // leader that never committed) from 15 to 25.
+    // leader whose tail was never replicated) from 15 to 25.
     let leader_cache = EpochCache::from_entries(vec![(1, 0), (3, 20)]).unwrap();
     let follower = EpochCache::from_entries(vec![(1, 0), (2, 15)]).unwrap();
     let answer = leader_cache.end_offset_for(2, 40); // the follower's latest epoch
     assert_eq!(answer, (1, 20));
-    assert_eq!(divergence(&follower, 25, answer), Some(15));
+    assert_eq!(truncation(&follower, 25, 10, answer), done(15));
     // Same history, follower behind: nothing to cut.
     let behind = EpochCache::from_entries(vec![(1, 0), (3, 20)]).unwrap();
     assert_eq!(
-        divergence(&behind, 22, leader_cache.end_offset_for(3, 40)),
-        None
+        truncation(&behind, 22, 10, leader_cache.end_offset_for(3, 40)),
+        done(22)
     );
-    // The leader knows nothing that old.
-    assert_eq!(divergence(&follower, 25, UNDEFINED), None);
+    // The leader knows no such epoch: back to the follower's high watermark.
+    assert_eq!(truncation(&follower, 25, 10, UNDEFINED), done(10));
+}
+
+#[test]
+fn a_follower_missing_the_leaders_epoch_asks_again_until_they_agree() {
+    // KIP-279's case: leader {1:0, 3:40, 6:100}; follower {1:0, 2:60, 5:80}, log end 120.
+    let leader_cache = EpochCache::from_entries(vec![(1, 0), (3, 40), (6, 100)]).unwrap();
+    let mut follower = EpochCache::from_entries(vec![(1, 0), (2, 60), (5, 80)]).unwrap();
+    let (mut log_end, mut rounds) = (120, 0);
+    loop {
+        rounds += 1;
+        let latest = follower.latest().unwrap().0;
+        let t = truncation(
+            &follower,
+            log_end,
+            0,
+            leader_cache.end_offset_for(latest, 130),
+        );
+        log_end = t.offset;
+        follower.truncate_from_end(log_end);
+        if t.complete {
+            break;
+        }
+        assert!(rounds < 5, "no agreement");
+    }
+    // The logs share only epoch 1's first 40 offsets.
+    assert_eq!((log_end, rounds), (40, 2));
+    assert_eq!(follower.entries(), &[(1, 0)]);
 }
