@@ -6,13 +6,9 @@
 //! oneshot reply; glommio wakes the waiting task when the reply arrives from the other thread.
 //! Shard 0 is the controller: topic creation and deletion go through it, it persists the
 //! catalog and pushes the new snapshot to every shard before answering.
-//!
-//! The shard's two services live here as submodules, since they are parts of the shard (its
-//! state holds theirs, its message loop dispatches theirs): [`group_service`] (groups on the
-//! node: routing to the coordinating shard, offsets in `__consumer_offsets`, timeouts) and
-//! [`txn_service`] (transactions: routing, persistence, markers to every partition, timeouts,
-//! recovery of in-doubt transactions). Their decisions are the sans-IO `crate::group` and
-//! `crate::txn` coordinators; in a cluster, `cluster` is the shard's side of the metadata.
+//! Submodules are parts of the shard: [`group_service`] and [`txn_service`] (groups and
+//! transactions: routing, persistence, timeouts, markers; their decisions are the sans-IO
+//! `crate::group` / `crate::txn`), and `cluster` (the shard's side of the metadata).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
