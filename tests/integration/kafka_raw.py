@@ -166,6 +166,40 @@ def list_offsets_v4_answer(body):
     return error, offset, epoch
 
 
+def fetch_v4_batch_epochs(body):
+    """[(base offset, partition leader epoch)] of the batches of the first partition in a
+    Fetch v4 answer."""
+    at = 4 + 4 + 4  # correlation id, throttle time, topics count
+    at += 2 + struct.unpack(">h", body[at:at + 2])[0] + 4  # name, partitions count
+    at += 4 + 2 + 8 + 8  # partition, error, high watermark, last stable offset
+    (aborted,) = struct.unpack(">i", body[at:at + 4])
+    at += 4 + max(aborted, 0) * 16
+    (size,) = struct.unpack(">i", body[at:at + 4])
+    records = body[at + 4:at + 4 + max(size, 0)]
+    out, i = [], 0
+    while i + 61 <= len(records):
+        base, length, epoch = struct.unpack(">qii", records[i:i + 16])
+        out.append((base, epoch))
+        i += 12 + length
+    return out
+
+
+def offset_for_leader_epoch_v3(topic, partition, leader_epoch, current_leader_epoch=-1,
+                               correlation_id=13):
+    """OffsetForLeaderEpoch v3 for one partition, as a consumer asks (replica id -1)."""
+    body = (struct.pack(">ii", -1, 1) + s(topic) + struct.pack(">i", 1)
+            + struct.pack(">iii", partition, current_leader_epoch, leader_epoch))
+    return framed(23, 3, correlation_id, body)
+
+
+def offset_for_leader_epoch_v3_answer(body):
+    """(error code, leader epoch, end offset) of the one partition answered."""
+    at = 4 + 4 + 4  # correlation id, throttle time, topics count
+    at += 2 + struct.unpack(">h", body[at:at + 2])[0] + 4  # name, partitions count
+    error, _, epoch, end = struct.unpack(">hiiq", body[at:at + 18])
+    return error, epoch, end
+
+
 # Flexible versions (KIP-482): compact strings and arrays, tagged-field sections.
 
 def uvarint(n):

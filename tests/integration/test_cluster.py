@@ -11,7 +11,8 @@ mutual TLS, development certificates from `strand cluster certs`), used by librd
 - consumer groups work: the coordinator is the leader of the group's offsets partition;
 - a killed node (not the controller) is fenced (its partitions offline) while all other
   partitions keep serving, and after a restart it leads them again with a higher leader epoch
-  and its records intact;
+  and its records intact; batches carry their leader's epoch and OffsetForLeaderEpoch says
+  where each epoch ended;
 - a data directory of another cluster is refused at start-up;
 - 5,000 topic creations and deletions through the quorum (several snapshots), then a restart
   of every node: the metadata image is identical everywhere (its digest).
@@ -312,17 +313,39 @@ def test_a_killed_node_is_fenced_and_leads_again_after_a_restart(cluster):
         assert ok and ok[1][1] == 10 and ok[1][2] == ok[0], (q, ok)
         body = kafka_raw.call(md_port, kafka_raw.list_offsets_v4(topic, q, ok[0] + 1))
         assert kafka_raw.list_offsets_v4_answer(body)[0] == 75, "UNKNOWN_LEADER_EPOCH"
+        # Batches carry the epoch of the leader that appended them, and OffsetForLeaderEpoch
+        # (KIP-320) says where each epoch ended: epoch 0 at 10, where the new epoch starts.
+        new_epoch = ok[0]
+        p = Producer({"bootstrap.servers": cluster.brokers[victim].bootstrap, "acks": "all"})
+        for i in range(5):
+            p.produce(topic, value=f"after-{q}-{i}".encode(), partition=q)
+        assert p.flush(30) == 0
+        epochs = kafka_raw.fetch_v4_batch_epochs(
+            kafka_raw.call(md_port, kafka_raw.fetch_v4(topic, [(q, 0, 1 << 20)])))
+        assert epochs and all(e == (0 if b < 10 else new_epoch) for b, e in epochs), epochs
+        assert any(b >= 10 for b, _ in epochs), epochs
+        ask = lambda epoch, current=-1: kafka_raw.offset_for_leader_epoch_v3_answer(
+            kafka_raw.call(md_port, kafka_raw.offset_for_leader_epoch_v3(topic, q, epoch,
+                                                                         current)))
+        assert ask(0) == (0, 0, 10), ask(0)
+        assert ask(new_epoch - 1) == (0, 0, 10), ask(new_epoch - 1)
+        assert ask(new_epoch, new_epoch) == (0, new_epoch, 15), ask(new_epoch, new_epoch)
+        assert ask(new_epoch, 0)[0] == 74, "FENCED_LEADER_EPOCH"
+        other = next(n for n in NODES if n != victim)
+        body = kafka_raw.call(cluster.brokers[other].port,
+                              kafka_raw.offset_for_leader_epoch_v3(topic, q, 0))
+        assert kafka_raw.offset_for_leader_epoch_v3_answer(body)[0] == 6, "NOT_LEADER"
     c = Consumer({"bootstrap.servers": cluster.bootstrap(survivor), "group.id": "x",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, q, 0) for q in theirs])
     got = 0
     end = time.time() + 30
-    while got < 10 * len(theirs) and time.time() < end:
+    while got < 15 * len(theirs) and time.time() < end:
         m = c.poll(0.5)
         if m is not None and not m.error():
             got += 1
     c.close()
-    assert got == 10 * len(theirs), f"read {got} of {10 * len(theirs)} after the restart"
+    assert got == 15 * len(theirs), f"read {got} of {15 * len(theirs)} after the restart"
 
 
 def test_a_data_directory_of_another_cluster_is_refused(tmp_path, cluster):

@@ -262,6 +262,12 @@ pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
     batch[0..8].copy_from_slice(&base_offset.to_be_bytes());
 }
 
+/// Writes the partition leader epoch into the batch header in place (not covered by the CRC;
+/// a leader stamps its epoch on every batch it appends, as Kafka's does).
+pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
+    batch[12..16].copy_from_slice(&epoch.to_be_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! - [`conn`] — a client connection: frames in, one request at a time (as Kafka does per
 //!   connection), responses out in order.
 //! - one module per API: [`api_versions`], [`metadata`], [`produce`], [`fetch`],
-//!   [`list_offsets`], [`create_topics`], [`delete_topics`], [`create_partitions`],
+//!   [`list_offsets`], [`offset_for_leader_epoch`], [`create_topics`], [`delete_topics`], [`create_partitions`],
 //!   [`describe_configs`], [`incremental_alter_configs`], [`alter_configs`], [`init_producer_id`],
 //!   [`describe_cluster`]; groups: [`find_coordinator`], [`join_group`], [`sync_group`],
 //!   [`heartbeat`], [`leave_group`], [`offset_commit`], [`offset_fetch`], [`offset_delete`],
@@ -46,6 +46,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_offset_commit;
@@ -97,6 +98,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
 ];
 
 /// The version range we serve for `api`, if any.
@@ -201,6 +203,9 @@ pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKin
         }
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(delete_records::handle(node, r).await)
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(node, r).await)
         }
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(describe_producers::handle(node, r).await)

@@ -163,6 +163,30 @@ impl Node {
         Some((p.leader, p.leader_epoch))
     }
 
+    /// In a cluster, before an append to a partition this node leads: the log leads the
+    /// view's leader epoch (recorded in its epoch cache at the first append of the epoch, then
+    /// stamped on every batch, so OffsetForLeaderEpoch and followers can find where epochs
+    /// start). Lazily, so a leadership change costs nothing for partitions nobody writes.
+    pub(crate) async fn lead_epoch(
+        &self,
+        tp: &TopicPartition,
+        log: &PartitionLog,
+    ) -> Result<(), ErrorCode> {
+        let Some(view) = self.catalog().cluster.clone() else {
+            return Ok(());
+        };
+        let Some(p) = view.partition(&tp.0, tp.1) else {
+            return Ok(());
+        };
+        if p.leader != view.me || log.leading_epoch() == Some(p.leader_epoch) {
+            return Ok(());
+        }
+        log.become_leader(p.leader_epoch).await.map_err(|e| {
+            tracing::warn!(topic = %tp.0, partition = tp.1, error = %e, "cannot lead the epoch");
+            ErrorCode::NotLeaderOrFollower
+        })
+    }
+
     /// In a cluster, when `tp` is led by another node (or by none, -1): the way there and
     /// the leader's id. `None` when this node leads it or runs alone.
     pub(crate) fn remote_leader(&self, tp: &TopicPartition) -> Option<(ClusterHandle, i32)> {

@@ -494,6 +494,7 @@ impl Node {
         let log: PartitionLog = self
             .local_partition(&tp)
             .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        self.lead_epoch(&tp, &log).await?;
         let mut b = BatchBuilder::new(now_ms());
         for ((topic, partition), offset, epoch, metadata) in offsets {
             let key = format!("{group}\0{topic}\0{partition}");
@@ -532,6 +533,7 @@ impl Node {
         let log: PartitionLog = self
             .local_partition(&tp)
             .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+        self.lead_epoch(&tp, &log).await?;
         let mut sequence = log.next_sequence(producer_id, epoch);
         for _attempt in 0..2 {
             let mut b = BatchBuilder::new(now_ms());

@@ -35,6 +35,7 @@ pub use crate::storage::TopicPartition;
 
 mod cluster;
 pub mod group_service;
+mod partition_ops;
 pub mod txn_service;
 pub use cluster::SINGLE_NODE_ID;
 
@@ -103,6 +104,12 @@ pub enum ShardMsg {
         tp: TopicPartition,
         before: Offset,
         reply: oneshot::Sender<Result<Offset, ErrorCode>>,
+    },
+    /// OffsetForLeaderEpoch, to the partition's shard: `(epoch, end offset)`.
+    EpochEnd {
+        tp: TopicPartition,
+        epoch: i32,
+        reply: oneshot::Sender<Result<(i32, i64), ErrorCode>>,
     },
     /// DescribeProducers, to the partition's shard.
     Producers {
@@ -331,6 +338,9 @@ impl Node {
             ShardMsg::DeleteRecords { tp, before, reply } => {
                 let _ = reply.send(self.delete_records_local(&tp, before).await);
             }
+            ShardMsg::EpochEnd { tp, epoch, reply } => {
+                let _ = reply.send(self.epoch_end_local(&tp, epoch).await);
+            }
             ShardMsg::Producers { tp, reply } => {
                 let _ = reply.send(self.producers_local(&tp));
             }
@@ -395,6 +405,9 @@ impl Node {
             Ok(log) => log,
             Err(code) => return ready(Err(code)),
         };
+        if let Err(code) = self.lead_epoch(tp, &log).await {
+            return ready(Err(code));
+        }
         let started = std::time::Instant::now();
         let result = log.append(batch, crate::runtime::clock::now_ms()).await;
         self.stages
@@ -533,94 +546,6 @@ impl Node {
             Err(ReadError::OutOfRange { .. }) => Err(ErrorCode::OffsetOutOfRange),
             Err(ReadError::Io(e)) => {
                 warn!(topic = %tp.0, partition = tp.1, error = %e, "read failed");
-                Err(ErrorCode::KafkaStorageError)
-            }
-        }
-    }
-
-    pub async fn offsets(
-        &self,
-        tp: TopicPartition,
-        timestamp_ms: i64,
-        committed: bool,
-    ) -> OffsetsOutcome {
-        let owner = self.owner(&tp);
-        if owner == self.shard {
-            return self.offsets_local(&tp, timestamp_ms, committed).await;
-        }
-        let (reply, rx) = oneshot::channel();
-        self.send(
-            owner,
-            ShardMsg::Offsets {
-                tp,
-                timestamp_ms,
-                committed,
-                reply,
-            },
-        );
-        crate::runtime::wake::cross(rx)
-            .await
-            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
-    }
-
-    /// ListOffsets semantics: -2 earliest, -1 latest (the last stable offset for
-    /// read_committed), -3 the first record with the largest timestamp (KIP-734), otherwise
-    /// the first record with a timestamp at or after `timestamp_ms`.
-    async fn offsets_local(
-        &self,
-        tp: &TopicPartition,
-        timestamp_ms: i64,
-        committed: bool,
-    ) -> OffsetsOutcome {
-        let log = self.led(tp)?;
-        match timestamp_ms {
-            -2 => Ok((log.log_start(), -1)),
-            -1 if committed => Ok((log.last_stable(), -1)),
-            -1 => Ok((log.log_end(), -1)),
-            -3 => match log.max_timestamp_offset().await {
-                Ok(Some(found)) => Ok(found),
-                Ok(None) => Ok((Offset(-1), -1)),
-                Err(_) => Err(ErrorCode::KafkaStorageError),
-            },
-            ts => match log.offset_for_time(ts).await {
-                Ok(Some(found)) => Ok(found),
-                Ok(None) => Ok((Offset(-1), -1)),
-                Err(_) => Err(ErrorCode::KafkaStorageError),
-            },
-        }
-    }
-
-    /// DeleteRecords on whichever shard owns `tp`: the new log start offset.
-    pub async fn delete_records(
-        &self,
-        tp: TopicPartition,
-        before: Offset,
-    ) -> Result<Offset, ErrorCode> {
-        let owner = self.owner(&tp);
-        if owner == self.shard {
-            return self.delete_records_local(&tp, before).await;
-        }
-        let (reply, rx) = oneshot::channel();
-        self.send(owner, ShardMsg::DeleteRecords { tp, before, reply });
-        crate::runtime::wake::cross(rx)
-            .await
-            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
-    }
-
-    async fn delete_records_local(
-        &self,
-        tp: &TopicPartition,
-        before: Offset,
-    ) -> Result<Offset, ErrorCode> {
-        let log = self.led(tp)?;
-        match log.delete_records(before).await {
-            Ok(Some(start)) => {
-                info!(topic = %tp.0, partition = tp.1, log_start = %start, "records deleted");
-                Ok(start)
-            }
-            Ok(None) => Err(ErrorCode::OffsetOutOfRange),
-            Err(e) => {
-                warn!(topic = %tp.0, partition = tp.1, error = %e, "delete records failed");
                 Err(ErrorCode::KafkaStorageError)
             }
         }

@@ -269,6 +269,8 @@ impl Node {
         let log = self
             .local_partition(&txn_tp(&meta.transactional_id))
             .ok_or(ErrorCode::NotCoordinator)?;
+        self.lead_epoch(&txn_tp(&meta.transactional_id), &log)
+            .await?;
         let (key, value) = crate::txn::encode(&meta);
         let mut b = BatchBuilder::new(now_ms());
         b.push(Some(&key), &value, 0);
@@ -354,6 +356,7 @@ impl Node {
         let log = self
             .local_partition(tp)
             .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        self.lead_epoch(tp, &log).await?;
         let batch = control_batch(producer_id, epoch, commit, 0, now_ms());
         log.append_durable(BytesMut::from(&batch[..]), now_ms())
             .await

@@ -240,7 +240,7 @@ impl PartitionLog {
     }
 
     /// Holds off appends (and rolls) while the caller changes the segment list.
-    async fn lock_appends(&self) -> io::Result<glommio::sync::Permit<'_>> {
+    pub(super) async fn lock_appends(&self) -> io::Result<glommio::sync::Permit<'_>> {
         self.inner
             .append_lock
             .acquire_permit(1)

@@ -25,12 +25,14 @@ use strand_wire::ErrorCode;
 use super::cache::{BatchCache, CachedBatch};
 use super::dma::{open_for_direct_reads, read_direct, SegmentWriter};
 use super::log::{LocateError, LogState};
-use super::recovery::{recover, sync_dir, write_indexes, RecoveryReport};
+use super::recovery::{sync_dir, write_indexes, RecoveryReport};
 use super::scan::split_batches;
 use super::segment::{log_file_name, SegmentState};
 use super::shard_cache::{shard_cache, CacheOwner};
 use super::types::{BatchMeta, LogConfig, Offset};
 
+mod reload;
+mod replica;
 mod time_lookup;
 use crate::limits;
 use crate::storage::producer_state::{ProducerStates, SeqCheck};
@@ -65,6 +67,9 @@ pub enum AppendError {
     OutOfOrderSequence { expected: i32 },
     /// An idempotent producer with an older epoch than the partition has seen (a zombie).
     Fenced,
+    /// A replicated batch that does not follow on: its base offset is not the log end, or its
+    /// leader epoch is older than the latest here (the follower must truncate first).
+    Replica(String),
 }
 
 impl AppendError {
@@ -75,6 +80,7 @@ impl AppendError {
             AppendError::Duplicate(_) => ErrorCode::DuplicateSequenceNumber,
             AppendError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequenceNumber,
             AppendError::Fenced => ErrorCode::InvalidProducerEpoch,
+            AppendError::Replica(_) => ErrorCode::UnknownServerError,
         }
     }
 }
@@ -89,6 +95,7 @@ impl std::fmt::Display for AppendError {
                 write!(f, "out of order sequence number (expected {expected})")
             }
             AppendError::Fenced => f.write_str("producer epoch is older than the current one"),
+            AppendError::Replica(why) => write!(f, "replicated batch refused: {why}"),
         }
     }
 }
@@ -149,6 +156,9 @@ pub(super) struct State {
     pub(super) cleaning: bool,
     /// Open and aborted transactions, the last stable offset.
     pub(super) txns: super::txn::PartitionTxns,
+    /// Leader epochs and where each started (`leader-epoch-checkpoint`), and the epoch this
+    /// replica leads in, if it leads (stamped on every batch it appends).
+    pub(super) epochs: replica::Epochs,
 }
 
 pub(super) struct Inner {
@@ -187,68 +197,7 @@ impl PartitionLog {
         config: LogConfig,
         options: StorageOptions,
     ) -> io::Result<(PartitionLog, RecoveryReport)> {
-        let (d, c) = (dir.clone(), config.clone());
-        let (recovered, (first_dirty, tombstone_due_ms)) = glommio::executor()
-            .spawn_blocking(move || -> io::Result<_> {
-                let recovered = recover(&d, &c)?;
-                Ok((recovered, super::cleaner::read_checkpoint(&d)))
-            })
-            .await?;
-        let mut log = LogState::new(config, recovered.segments);
-        let stale = log.advance_log_start(recovered.log_start);
-        if !stale.is_empty() {
-            let d = dir.clone();
-            glommio::executor()
-                .spawn_blocking(move || -> io::Result<()> {
-                    for base in stale {
-                        super::recovery::remove_segment_files(&d, base)?;
-                    }
-                    Ok(())
-                })
-                .await?;
-        }
-        let active = log.active();
-        let writer = SegmentWriter::open(
-            &dir.join(log_file_name(active.base)),
-            active.size_bytes,
-            preallocation(log.config()),
-            options.write_chunk_bytes,
-        )
-        .await?;
-        writer.sync(active.size_bytes).await?;
-        let bases: Vec<Offset> = log.segments().map(|s| s.base).collect();
-        let d = dir.clone();
-        let readers = glommio::executor()
-            .spawn_blocking(move || -> io::Result<BTreeMap<Offset, Arc<File>>> {
-                sync_dir(&d)?;
-                bases
-                    .into_iter()
-                    .map(|b| {
-                        Ok((
-                            b,
-                            Arc::new(open_for_direct_reads(&d.join(log_file_name(b)))?),
-                        ))
-                    })
-                    .collect()
-            })
-            .await?;
-        let durable = log.log_end();
-        let state = State {
-            log,
-            writer,
-            readers,
-            cache: BatchCache::new(options.cache_bytes),
-            durable,
-            syncing: false,
-            unflushed_bytes: 0,
-            closed: false,
-            producers: ProducerStates::default(),
-            error: None,
-            first_dirty,
-            tombstone_due_ms,
-            cleaning: false,
-            txns: Default::default(),
-        };
+        let (state, report) = reload::load_state(&dir, config, &options).await?;
         let partition = PartitionLog {
             inner: Rc::new(Inner {
                 dir,
@@ -264,50 +213,7 @@ impl PartitionLog {
         partition.rebuild_producers().await?;
         partition.rebuild_txns().await?;
         partition.spawn_flusher();
-        Ok((partition, recovered.report))
-    }
-
-    /// Rebuilds idempotent-producer state from the newest batches of the log (the last
-    /// `PRODUCER_STATE_REBUILD_BYTES` of the active segment), so a producer that retries after
-    /// a restart gets its duplicate recognised. Producers older than that window are treated
-    /// as new (accepted), as Kafka does once their state has expired.
-    async fn rebuild_producers(&self) -> io::Result<()> {
-        let (mut next, end) = {
-            let st = self.inner.state.borrow();
-            let active = st.log.active();
-            let from = active
-                .size_bytes
-                .saturating_sub(limits::PRODUCER_STATE_REBUILD_BYTES);
-            (
-                active.offset_at_or_before(from).max(st.log.log_start()),
-                st.log.log_end(),
-            )
-        };
-        let mut states = ProducerStates::default();
-        while next < end {
-            let out = match self.read(next, limits::READ_BYTES_MAX as usize).await {
-                Ok(out) if !out.batches.is_empty() => out,
-                Ok(_) => break,
-                Err(ReadError::OutOfRange { .. }) => break,
-                Err(ReadError::Io(e)) => return Err(e),
-            };
-            for b in &out.batches {
-                let h = batch::BatchHeader::parse(b).map_err(io::Error::other)?;
-                if h.producer_id >= 0 && !h.is_control() {
-                    states.record(
-                        h.producer_id,
-                        h.producer_epoch,
-                        h.base_sequence,
-                        h.records_count,
-                        Offset(h.base_offset),
-                        h.max_timestamp_ms,
-                    );
-                }
-                next = Offset(h.last_offset() + 1);
-            }
-        }
-        self.inner.state.borrow_mut().producers = states;
-        Ok(())
+        Ok((partition, report))
     }
 
     pub fn dir(&self) -> &Path {
@@ -371,7 +277,19 @@ impl PartitionLog {
     /// Takes the batch by value (a slice of the request frame, split off without copying): the
     /// base offset is patched in place and the same bytes become the cache entry.
     /// Returns once the bytes are in the write path; durability follows the flush policy.
-    pub async fn append(&self, mut batch: BytesMut, now_ms: i64) -> Result<BatchMeta, AppendError> {
+    pub async fn append(&self, batch: BytesMut, now_ms: i64) -> Result<BatchMeta, AppendError> {
+        self.append_as(batch, now_ms, Origin::Client).await
+    }
+
+    /// [`Self::append`] for a client's batch (offsets assigned, idempotence checked, the
+    /// leader's epoch stamped) or a replicated one (kept as the leader wrote it; see
+    /// [`Self::append_replica`]).
+    async fn append_as(
+        &self,
+        mut batch: BytesMut,
+        now_ms: i64,
+        origin: Origin,
+    ) -> Result<BatchMeta, AppendError> {
         let header = batch::validate(&batch).map_err(AppendError::Invalid)?;
         let _permit = self
             .inner
@@ -379,6 +297,9 @@ impl PartitionLog {
             .acquire_permit(1)
             .await
             .map_err(|e| AppendError::Io(io::Error::other(e.to_string())))?;
+        if origin == Origin::Replica {
+            self.follow_on(&header).await?;
+        }
         let writer = self.inner.state.borrow().writer.clone();
         writer
             .wait_capacity(self.inner.options.write_behind_depth)
@@ -408,7 +329,7 @@ impl PartitionLog {
         } else {
             None
         };
-        if header.producer_id >= 0 && !header.is_control() {
+        if header.producer_id >= 0 && !header.is_control() && origin == Origin::Client {
             let check = st.producers.check(
                 header.producer_id,
                 header.producer_epoch,
@@ -448,7 +369,12 @@ impl PartitionLog {
             st.writer.end(),
             "log state and segment writer disagree"
         );
-        batch::set_base_offset(&mut batch, meta.base_offset.0);
+        if origin == Origin::Client {
+            batch::set_base_offset(&mut batch, meta.base_offset.0);
+            if let Some(epoch) = st.epochs.leading {
+                batch::set_partition_leader_epoch(&mut batch, epoch);
+            }
+        }
         let bytes = st.cache.store(batch);
         if let Err(e) = st.writer.append(&bytes) {
             st.error = Some(e.to_string());
@@ -513,6 +439,12 @@ impl PartitionLog {
                 }
                 if st.durable >= target {
                     return Ok(());
+                }
+                if target > st.log.log_end() {
+                    // Truncated away (a follower's `truncate_to`) before it became durable.
+                    return Err(io::Error::other(format!(
+                        "offsets below {target} were truncated before they were synced"
+                    )));
                 }
                 let lead = !st.syncing;
                 st.syncing = true;
@@ -763,6 +695,13 @@ impl PartitionLog {
         })
         .detach();
     }
+}
+
+/// Who wrote the batch being appended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Client,
+    Replica,
 }
 
 /// A batch without records (what compaction leaves where it removed a segment's last batch).

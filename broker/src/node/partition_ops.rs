@@ -1,0 +1,132 @@
+//! Requests on one partition, run on the shard that owns it (sent there when asked
+//! elsewhere): ListOffsets, DeleteRecords, OffsetForLeaderEpoch.
+
+use futures_channel::oneshot;
+use strand_wire::ErrorCode;
+use tracing::{info, warn};
+
+use super::{Node, OffsetsOutcome, ShardMsg, TopicPartition};
+use crate::storage::Offset;
+
+impl Node {
+    pub async fn offsets(
+        &self,
+        tp: TopicPartition,
+        timestamp_ms: i64,
+        committed: bool,
+    ) -> OffsetsOutcome {
+        let owner = self.owner(&tp);
+        if owner == self.shard {
+            return self.offsets_local(&tp, timestamp_ms, committed).await;
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(
+            owner,
+            ShardMsg::Offsets {
+                tp,
+                timestamp_ms,
+                committed,
+                reply,
+            },
+        );
+        crate::runtime::wake::cross(rx)
+            .await
+            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+    }
+
+    /// ListOffsets semantics: -2 earliest, -1 latest (the last stable offset for
+    /// read_committed), -3 the first record with the largest timestamp (KIP-734), otherwise
+    /// the first record with a timestamp at or after `timestamp_ms`.
+    pub(super) async fn offsets_local(
+        &self,
+        tp: &TopicPartition,
+        timestamp_ms: i64,
+        committed: bool,
+    ) -> OffsetsOutcome {
+        let log = self.led(tp)?;
+        match timestamp_ms {
+            -2 => Ok((log.log_start(), -1)),
+            -1 if committed => Ok((log.last_stable(), -1)),
+            -1 => Ok((log.log_end(), -1)),
+            -3 => match log.max_timestamp_offset().await {
+                Ok(Some(found)) => Ok(found),
+                Ok(None) => Ok((Offset(-1), -1)),
+                Err(_) => Err(ErrorCode::KafkaStorageError),
+            },
+            ts => match log.offset_for_time(ts).await {
+                Ok(Some(found)) => Ok(found),
+                Ok(None) => Ok((Offset(-1), -1)),
+                Err(_) => Err(ErrorCode::KafkaStorageError),
+            },
+        }
+    }
+
+    /// DeleteRecords on whichever shard owns `tp`: the new log start offset.
+    pub async fn delete_records(
+        &self,
+        tp: TopicPartition,
+        before: Offset,
+    ) -> Result<Offset, ErrorCode> {
+        let owner = self.owner(&tp);
+        if owner == self.shard {
+            return self.delete_records_local(&tp, before).await;
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(owner, ShardMsg::DeleteRecords { tp, before, reply });
+        crate::runtime::wake::cross(rx)
+            .await
+            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+    }
+
+    pub(super) async fn delete_records_local(
+        &self,
+        tp: &TopicPartition,
+        before: Offset,
+    ) -> Result<Offset, ErrorCode> {
+        let log = self.led(tp)?;
+        match log.delete_records(before).await {
+            Ok(Some(start)) => {
+                info!(topic = %tp.0, partition = tp.1, log_start = %start, "records deleted");
+                Ok(start)
+            }
+            Ok(None) => Err(ErrorCode::OffsetOutOfRange),
+            Err(e) => {
+                warn!(topic = %tp.0, partition = tp.1, error = %e, "delete records failed");
+                Err(ErrorCode::KafkaStorageError)
+            }
+        }
+    }
+
+    /// OffsetForLeaderEpoch on whichever shard owns `tp`: the largest epoch `<= epoch` the
+    /// leader's log knows and where it ended (the log end for the latest).
+    pub async fn epoch_end(&self, tp: TopicPartition, epoch: i32) -> Result<(i32, i64), ErrorCode> {
+        let owner = self.owner(&tp);
+        if owner == self.shard {
+            return self.epoch_end_local(&tp, epoch).await;
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(owner, ShardMsg::EpochEnd { tp, epoch, reply });
+        crate::runtime::wake::cross(rx)
+            .await
+            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+    }
+
+    /// A log that has never led an epoch (a single node's, or one not written since it was
+    /// replicated) holds nothing a newer leader could have cut: every epoch asked about ends
+    /// at its log end. Kafka would answer UNDEFINED_EPOCH_OFFSET, which makes a Java consumer
+    /// reset its position as if the log had been truncated.
+    pub(super) async fn epoch_end_local(
+        &self,
+        tp: &TopicPartition,
+        epoch: i32,
+    ) -> Result<(i32, i64), ErrorCode> {
+        let log = self.led(tp)?;
+        if epoch < 0 {
+            return Ok((-1, -1));
+        }
+        if log.epoch_cache().entries().is_empty() {
+            return Ok((epoch, log.log_end().0));
+        }
+        Ok(log.end_offset_for(epoch))
+    }
+}

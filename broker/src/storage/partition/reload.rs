@@ -1,0 +1,283 @@
+//! Building a partition's in-memory state from its files: when it opens, and again after a
+//! replica's truncation (Kafka's `Log.truncateTo`), which cuts the files and then reloads
+//! them the way recovery does, so one code path decides what a log on disk holds.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use strand_wire::batch::{self, peek_total_len, HEADER_BYTES};
+
+use super::{preallocation, replica, PartitionLog, ReadError, State, StorageOptions};
+use crate::limits;
+use crate::storage::cache::BatchCache;
+use crate::storage::dma::{open_for_direct_reads, SegmentWriter};
+use crate::storage::log::LogState;
+use crate::storage::producer_state::ProducerStates;
+use crate::storage::recovery::{recover, remove_segment_files, sync_dir, RecoveryReport};
+use crate::storage::segment::{
+    index_file_name, log_file_name, time_index_file_name, txn_index_file_name,
+};
+use crate::storage::types::{LogConfig, Offset};
+
+/// Recovers `dir` (see [`crate::storage::recovery`]) and opens its active segment for appends
+/// and every segment for reads. Producer and transaction state are rebuilt by the caller
+/// (they read through the partition).
+pub(super) async fn load_state(
+    dir: &Path,
+    config: LogConfig,
+    options: &StorageOptions,
+) -> io::Result<(State, RecoveryReport)> {
+    let (d, c) = (dir.to_path_buf(), config.clone());
+    let (recovered, (first_dirty, tombstone_due_ms), epochs) = glommio::executor()
+        .spawn_blocking(move || -> io::Result<_> {
+            let recovered = recover(&d, &c)?;
+            let epochs = replica::read_checkpoint(&d);
+            Ok((
+                recovered,
+                crate::storage::cleaner::read_checkpoint(&d),
+                epochs,
+            ))
+        })
+        .await?;
+    let mut log = LogState::new(config, recovered.segments);
+    let stale = log.advance_log_start(recovered.log_start);
+    if !stale.is_empty() {
+        let d = dir.to_path_buf();
+        glommio::executor()
+            .spawn_blocking(move || -> io::Result<()> {
+                for base in stale {
+                    remove_segment_files(&d, base)?;
+                }
+                Ok(())
+            })
+            .await?;
+    }
+    let active = log.active();
+    let writer = SegmentWriter::open(
+        &dir.join(log_file_name(active.base)),
+        active.size_bytes,
+        preallocation(log.config()),
+        options.write_chunk_bytes,
+    )
+    .await?;
+    writer.sync(active.size_bytes).await?;
+    let bases: Vec<Offset> = log.segments().map(|s| s.base).collect();
+    let d = dir.to_path_buf();
+    let readers = glommio::executor()
+        .spawn_blocking(move || -> io::Result<BTreeMap<Offset, Arc<File>>> {
+            sync_dir(&d)?;
+            bases
+                .into_iter()
+                .map(|b| {
+                    Ok((
+                        b,
+                        Arc::new(open_for_direct_reads(&d.join(log_file_name(b)))?),
+                    ))
+                })
+                .collect()
+        })
+        .await?;
+    let durable = log.log_end();
+    let mut epochs = epochs;
+    // Entries past the log end name batches a crash lost (Kafka drops them the same way).
+    epochs.cache.truncate_from_end(durable.0);
+    let state = State {
+        first_dirty: first_dirty.min(durable),
+        log,
+        writer,
+        readers,
+        cache: BatchCache::new(options.cache_bytes),
+        durable,
+        syncing: false,
+        unflushed_bytes: 0,
+        closed: false,
+        producers: ProducerStates::default(),
+        error: None,
+        tombstone_due_ms,
+        cleaning: false,
+        txns: Default::default(),
+        epochs,
+    };
+    Ok((state, recovered.report))
+}
+
+impl PartitionLog {
+    /// Rebuilds idempotent-producer state from the newest batches of the log (the last
+    /// `PRODUCER_STATE_REBUILD_BYTES` of the active segment), so a producer that retries after
+    /// a restart gets its duplicate recognised. Producers older than that window are treated
+    /// as new (accepted), as Kafka does once their state has expired.
+    pub(super) async fn rebuild_producers(&self) -> io::Result<()> {
+        let (mut next, end) = {
+            let st = self.inner.state.borrow();
+            let active = st.log.active();
+            let from = active
+                .size_bytes
+                .saturating_sub(limits::PRODUCER_STATE_REBUILD_BYTES);
+            (
+                active.offset_at_or_before(from).max(st.log.log_start()),
+                st.log.log_end(),
+            )
+        };
+        let mut states = ProducerStates::default();
+        while next < end {
+            let out = match self.read(next, limits::READ_BYTES_MAX as usize).await {
+                Ok(out) if !out.batches.is_empty() => out,
+                Ok(_) => break,
+                Err(ReadError::OutOfRange { .. }) => break,
+                Err(ReadError::Io(e)) => return Err(e),
+            };
+            for b in &out.batches {
+                let h = batch::BatchHeader::parse(b).map_err(io::Error::other)?;
+                if h.producer_id >= 0 && !h.is_control() {
+                    states.record(
+                        h.producer_id,
+                        h.producer_epoch,
+                        h.base_sequence,
+                        h.records_count,
+                        Offset(h.base_offset),
+                        h.max_timestamp_ms,
+                    );
+                }
+                next = Offset(h.last_offset() + 1);
+            }
+        }
+        self.inner.state.borrow_mut().producers = states;
+        Ok(())
+    }
+
+    /// Removes every batch at or after `offset` (a batch that straddles it goes whole, as in
+    /// Kafka): what a follower, or a deposed leader, does where its log diverged from the new
+    /// leader's. Segments after the cut are deleted, the cut segment is trimmed and becomes the
+    /// active one, and the state is reloaded from the files (producers, transactions, indexes
+    /// and the epoch cache follow). Returns the new log end offset. Refused below the log start
+    /// offset (a replica that far behind is rebuilt from the leader instead).
+    pub async fn truncate_to(&self, offset: Offset) -> io::Result<Offset> {
+        let _permit = self.lock_appends().await?;
+        {
+            let st = self.inner.state.borrow();
+            if offset >= st.log.log_end() {
+                return Ok(st.log.log_end());
+            }
+            if offset < st.log.log_start() {
+                return Err(io::Error::other(format!(
+                    "cannot truncate to {offset}: below the log start offset {}",
+                    st.log.log_start()
+                )));
+            }
+        }
+        // One compaction pass at a time swaps segments; keep the next one out while cutting.
+        while !self.claim(|st| &mut st.cleaning) {
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+        }
+        let result = self.truncate_locked(offset).await;
+        self.inner.state.borrow_mut().cleaning = false;
+        self.inner.durable_changed.notify(usize::MAX);
+        result
+    }
+
+    /// Sets the flag `which` picks if it is clear; whether it did.
+    fn claim(&self, which: impl Fn(&mut State) -> &mut bool) -> bool {
+        let mut st = self.inner.state.borrow_mut();
+        let flag = which(&mut st);
+        !std::mem::replace(flag, true)
+    }
+
+    async fn truncate_locked(&self, offset: Offset) -> io::Result<Offset> {
+        // Everything written is synced and no sync round runs while the files change.
+        loop {
+            self.flush().await?;
+            let listener = self.inner.durable_changed.listen();
+            if self.claim(|st| &mut st.syncing) {
+                break;
+            }
+            listener.await;
+        }
+        let (writer, loc, later, config) = {
+            let st = self.inner.state.borrow();
+            let loc = st
+                .log
+                .locate(offset)
+                .map_err(|e| io::Error::other(format!("{e:?}")))?;
+            let later: Vec<Offset> = st
+                .log
+                .segments()
+                .map(|s| s.base)
+                .filter(|&b| b > loc.segment_base)
+                .collect();
+            (st.writer.clone(), loc, later, st.log.config().clone())
+        };
+        writer.finish().await?;
+        let dir = self.inner.dir.clone();
+        glommio::executor()
+            .spawn_blocking(move || cut_files(&dir, loc.segment_base, loc.position, offset, later))
+            .await?;
+        let (mut state, _) = load_state(&self.inner.dir, config, &self.inner.options).await?;
+        state.cleaning = true;
+        let new_end = state.log.log_end();
+        let (first_dirty, due) = {
+            let st = self.inner.state.borrow();
+            (st.first_dirty.min(new_end), st.tombstone_due_ms)
+        };
+        state.first_dirty = first_dirty;
+        state.tombstone_due_ms = due;
+        let old = std::mem::replace(&mut *self.inner.state.borrow_mut(), state);
+        drop(old);
+        self.rebuild_producers().await?;
+        self.rebuild_txns().await?;
+        // The epoch cache reloaded from its file was cut at the new log end; save that.
+        self.save_epochs().await?;
+        tracing::info!(dir = %self.inner.dir.display(), %offset, %new_end, "truncated the log");
+        Ok(new_end)
+    }
+}
+
+/// Deletes every segment in `later` (newest first), then trims segment `base` at the first
+/// batch (at or after byte `from`) that holds an offset at or past `offset` and drops its
+/// index files (recovery rebuilds them for the active segment). In that order, a crash at
+/// any point leaves a log that is a prefix of the old one, without a gap.
+fn cut_files(
+    dir: &Path,
+    base: Offset,
+    from: u64,
+    offset: Offset,
+    later: Vec<Offset>,
+) -> io::Result<()> {
+    for &b in later.iter().rev() {
+        remove_segment_files(dir, b)?;
+    }
+    sync_dir(dir)?;
+    let path = dir.join(log_file_name(base));
+    let mut file = fs::OpenOptions::new().read(true).write(true).open(&path)?;
+    let len = file.metadata()?.len();
+    let mut pos = from;
+    let mut header = [0u8; HEADER_BYTES];
+    while pos + HEADER_BYTES as u64 <= len {
+        file.seek(SeekFrom::Start(pos))?;
+        file.read_exact(&mut header)?;
+        let h = batch::BatchHeader::parse(&header).map_err(io::Error::other)?;
+        let total = peek_total_len(&header)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad batch length"))?
+            as u64;
+        if h.last_offset() >= offset.0 || total == 0 {
+            break;
+        }
+        pos += total;
+    }
+    file.set_len(pos.min(len))?;
+    file.sync_all()?;
+    for name in [
+        index_file_name(base),
+        time_index_file_name(base),
+        txn_index_file_name(base),
+    ] {
+        match fs::remove_file(dir.join(name)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    sync_dir(dir)
+}
