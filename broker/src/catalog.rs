@@ -210,6 +210,8 @@ pub enum CatalogOp {
 pub struct NewTopic {
     pub name: String,
     pub partitions: i32,
+    /// -1: the default (`default.replication.factor` in a cluster; always 1 on one node).
+    pub replication_factor: i16,
     pub configs: BTreeMap<String, String>,
 }
 
@@ -452,6 +454,7 @@ mod tests {
         let new = |name: &str, p| NewTopic {
             name: name.into(),
             partitions: p,
+            replication_factor: -1,
             configs: Default::default(),
         };
         let r = c.apply(&CatalogOp::Create(vec![
@@ -492,6 +495,7 @@ mod tests {
         let new = |name: &str, partitions| NewTopic {
             name: name.into(),
             partitions,
+            replication_factor: -1,
             configs: Default::default(),
         };
         let r = c.apply_within(&CatalogOp::Create(vec![new("b", 3), new("c", 3)]), 5);

@@ -221,6 +221,13 @@ impl ClusterConfig {
     }
 }
 
+/// `STRAND_REPLICATION_PREVIEW=1` in a cluster: CreateTopics accepts a replication factor
+/// above 1 and followers copy the leader's log (#18, in progress: no high watermark over the
+/// ISR yet, `acks=all` waits for the leader only; not for data that matters).
+pub fn replication_preview() -> bool {
+    std::env::var("STRAND_REPLICATION_PREVIEW").is_ok_and(|v| v == "1")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

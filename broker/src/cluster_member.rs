@@ -244,7 +244,7 @@ async fn run(start: MemberStart) -> io::Result<()> {
 }
 
 /// Where a broker request's outcome goes.
-type BrokerReply = oneshot::Sender<Result<(), ErrorCode>>;
+type BrokerReply = oneshot::Sender<Result<BrokerAnswer, ErrorCode>>;
 
 /// This node's requests to other brokers awaiting an answer: id -> (asked node, reply).
 #[derive(Default)]
@@ -291,7 +291,10 @@ impl BrokerAsks {
         match waiting.get(&a.request_id) {
             Some((asked, _)) if *asked == from => {
                 if let Some((_, reply)) = waiting.remove(&a.request_id) {
-                    let _ = reply.send(a.error.map_or(Ok(()), Err));
+                    let _ = reply.send(match a.error {
+                        Some(code) => Err(code),
+                        None => Ok(a),
+                    });
                 }
             }
             _ => debug!(
@@ -325,38 +328,28 @@ async fn broker_messages(
                         continue;
                     }
                 };
-                let BrokerRequest::TxnMarker {
-                    topic,
-                    partition,
-                    producer_id,
-                    producer_epoch,
-                    commit,
-                } = req;
-                let shard = crate::runtime::shard::shard_for(&topic, partition, shards);
-                let (reply, rx) = oneshot::channel();
-                let msg = ShardMsg::Marker {
-                    tp: (topic, partition),
-                    producer_id,
-                    epoch: producer_epoch,
-                    commit,
-                    reply,
+                let (shard, rx) = match to_shard(req, shards) {
+                    Ok(routed) => routed,
+                    Err(why) => {
+                        warn!(peer = from, %why, "broker request refused");
+                        continue;
+                    }
                 };
+                let (msg, rx) = rx;
                 let sent = senders
                     .get(shard)
                     .is_some_and(|s| s.unbounded_send(msg).is_ok());
                 let driver = driver.clone();
                 glommio::spawn_local(async move {
-                    let error = if sent {
-                        wake::cross(rx)
-                            .await
-                            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
-                            .err()
+                    let outcome = if sent {
+                        rx.await
                     } else {
-                        Some(ErrorCode::NotLeaderOrFollower)
+                        Err(ErrorCode::NotLeaderOrFollower)
                     };
                     let answer = broker_rpc::encode_answer(&BrokerAnswer {
                         request_id: id,
-                        error,
+                        error: outcome.as_ref().err().copied(),
+                        replica: outcome.ok().flatten(),
                     });
                     if let Err(why) = driver.send_to(from, Channel::BrokerAnswer, &answer) {
                         debug!(peer = from, %why, "broker answer not sent");
@@ -365,6 +358,76 @@ async fn broker_messages(
                 .detach();
             }
             _ => {}
+        }
+    }
+}
+
+/// What a shard's answer to a broker request resolves to: a fetch's data, or nothing.
+type ShardAnswer = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Option<broker_rpc::ReplicaData>, ErrorCode>>>,
+>;
+
+/// The shard message for a broker request (to the partition's shard) and its answer.
+fn to_shard(req: BrokerRequest, shards: usize) -> Result<(usize, (ShardMsg, ShardAnswer)), String> {
+    match req {
+        BrokerRequest::TxnMarker {
+            topic,
+            partition,
+            producer_id,
+            producer_epoch,
+            commit,
+        } => {
+            let shard = crate::runtime::shard::shard_for(&topic, partition, shards);
+            let (reply, rx) = oneshot::channel();
+            let msg = ShardMsg::Marker {
+                tp: (topic, partition),
+                producer_id,
+                epoch: producer_epoch,
+                commit,
+                reply,
+            };
+            let answer: ShardAnswer = Box::pin(async move {
+                wake::cross(rx)
+                    .await
+                    .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+                    .map(|()| None)
+            });
+            Ok((shard, (msg, answer)))
+        }
+        BrokerRequest::ReplicaFetch {
+            topic,
+            partition,
+            replica,
+            leader_epoch,
+            offset,
+            last_epoch,
+            max_bytes,
+        } => {
+            if partition < 0 || offset < 0 || max_bytes <= 0 {
+                return Err(format!(
+                    "replica fetch of {topic}-{partition} at {offset} for {max_bytes} bytes"
+                ));
+            }
+            let shard = crate::runtime::shard::shard_for(&topic, partition, shards);
+            let (reply, rx) = oneshot::channel();
+            let msg = ShardMsg::ReplicaFetch {
+                tp: (topic, partition),
+                fetch: crate::node::ReplicaFetchArgs {
+                    replica,
+                    leader_epoch,
+                    offset,
+                    last_epoch,
+                    max_bytes,
+                },
+                reply,
+            };
+            let answer: ShardAnswer = Box::pin(async move {
+                wake::cross(rx)
+                    .await
+                    .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+                    .map(Some)
+            });
+            Ok((shard, (msg, answer)))
         }
     }
 }

@@ -247,3 +247,15 @@ pub const INTERNAL_TOPICS_WAIT_MS: u64 = 30_000;
 /// controller at once. Concurrent asks are committed by the quorum together (one round and one
 /// fdatasync for many); the bound keeps one request from queueing thousands of proposals.
 pub const CONTROLLER_CALLS_IN_FLIGHT: usize = 64;
+
+/// Cluster mode: bytes a follower asks for per replica fetch (Kafka's
+/// `replica.fetch.max.bytes` is 1 MiB per partition); one answer must fit a cluster message.
+pub const REPLICA_FETCH_MAX_BYTES: i32 = 1 << 20;
+
+/// Cluster mode: how long a leader holds a follower's fetch that has nothing new (Kafka's
+/// `replica.fetch.wait.max.ms`, 500 ms), answering as soon as something is appended.
+pub const REPLICA_FETCH_WAIT_MS: u64 = 500;
+
+/// Cluster mode: a follower's pause after a failed fetch (Kafka's
+/// `replica.fetch.backoff.ms`, 1 s; shorter here so a failover is followed quickly).
+pub const REPLICA_FETCH_BACKOFF_MS: u64 = 100;

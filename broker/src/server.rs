@@ -316,6 +316,7 @@ async fn create_internal_topics(node: &Node) {
         let topic = NewTopic {
             name: name.to_string(),
             partitions,
+            replication_factor: -1,
             configs: [
                 ("cleanup.policy".to_string(), "compact".to_string()),
                 ("segment.bytes".to_string(), segment_bytes.to_string()),

@@ -77,22 +77,25 @@ fn a_follower_keeps_the_leaders_offsets_bytes_and_epochs() {
             let want = if h.base_offset < epoch3_start.0 { 0 } else { 3 };
             assert_eq!(h.partition_leader_epoch, want, "stamped epoch");
         }
+        let gap_end;
         {
             let (follower, _) = PartitionLog::open(fp.clone(), small_config(), options())
                 .await
                 .expect("open");
-            // Not at the log end: refused, nothing written.
-            let second = BytesMut::from(&batches[1][..]);
-            assert!(matches!(
-                follower.append_replica(second, 0).await,
-                Err(AppendError::Replica(_))
-            ));
             for b in &batches {
                 follower
                     .append_replica(BytesMut::from(&b[..]), 0)
                     .await
                     .expect("replica append");
             }
+            // Below the log end: refused, nothing written.
+            let end = follower.log_end();
+            let second = BytesMut::from(&batches[1][..]);
+            assert!(matches!(
+                follower.append_replica(second, 0).await,
+                Err(AppendError::Replica(_))
+            ));
+            assert_eq!(follower.log_end(), end);
             assert_eq!(follower.log_end(), leader.log_end());
             assert_eq!(
                 read_all(&follower).await,
@@ -105,14 +108,26 @@ fn a_follower_keeps_the_leaders_offsets_bytes_and_epochs() {
                 "rolled: {}",
                 follower.segment_count()
             );
-            // A batch of an older epoch than the latest: refused.
+            // A batch no leader stamped (an older epoch than the latest): kept, no entry.
             let mut old = filler(99);
             strand_wire::batch::set_base_offset(&mut old, follower.log_end().0);
-            strand_wire::batch::set_partition_leader_epoch(&mut old, 2);
-            assert!(matches!(
-                follower.append_replica(old, 0).await,
-                Err(AppendError::Replica(_))
-            ));
+            strand_wire::batch::set_partition_leader_epoch(&mut old, 0);
+            follower
+                .append_replica(old, 0)
+                .await
+                .expect("unstamped batch");
+            assert_eq!(follower.epoch_cache(), leader.epoch_cache());
+            // A gap (compaction removed batches on the leader): the offsets are kept.
+            let gap_at = follower.log_end().0 + 7;
+            let mut after_gap = filler(98);
+            strand_wire::batch::set_base_offset(&mut after_gap, gap_at);
+            strand_wire::batch::set_partition_leader_epoch(&mut after_gap, 3);
+            let meta = follower
+                .append_replica(after_gap, 0)
+                .await
+                .expect("after a gap");
+            assert_eq!(meta.base_offset.0, gap_at);
+            gap_end = follower.log_end();
             follower.close().await.expect("close");
         }
         let (follower, _) = PartitionLog::open(fp, small_config(), options())
@@ -126,6 +141,7 @@ fn a_follower_keeps_the_leaders_offsets_bytes_and_epochs() {
         assert_eq!(follower.end_offset_for(0), (0, epoch3_start.0));
         assert_eq!(follower.end_offset_for(2), (0, epoch3_start.0));
         assert_eq!(follower.end_offset_for(7), (3, follower.log_end().0));
+        assert_eq!(follower.log_end(), gap_end);
         assert!(follower.leading_epoch().is_none());
         // A leader's epoch never goes back.
         assert!(leader.become_leader(1).await.is_err());
@@ -235,5 +251,26 @@ fn reads_for_consumers_stop_at_the_high_watermark() {
         assert!(out.last_stable <= hw);
         let none = log.read(hw, 1 << 20).await.expect("read").bounded(hw);
         assert!(none.batches.is_empty());
+    });
+}
+
+#[test]
+fn a_cut_below_the_log_start_is_refused_and_the_log_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    run(move || async move {
+        let (log, _) = PartitionLog::open(path, small_config(), options())
+            .await
+            .expect("open");
+        for i in 0..10 {
+            log.append(filler(i + 1), 0).await.expect("append");
+        }
+        // filler(1) holds offsets 0..=1, filler(2) 2..=4: a log start of 3 falls inside it.
+        log.delete_records(Offset(3)).await.expect("delete records");
+        assert!(log.truncate_to(Offset(3)).await.is_err());
+        let end = log.log_end();
+        let meta = log.append(filler(1), 0).await.expect("still appends");
+        assert_eq!(meta.base_offset, end);
+        log.flush().await.expect("still syncs");
     });
 }

@@ -1,12 +1,14 @@
 //! Requests between brokers over the cluster link (`wire/schema/cluster.fbs`, namespace
-//! `strand.broker`): so far the transaction marker the coordinator's node asks a partition's
-//! leader to write (one entry of Kafka's WriteTxnMarkers). A request names a `request_id`
-//! chosen by the asker; the answer repeats it with an error code (0: done).
+//! `strand.broker`): the transaction marker the coordinator's node asks a partition's leader
+//! to write (one entry of Kafka's WriteTxnMarkers), and a follower's fetch from a partition's
+//! leader (#18). A request names a `request_id` chosen by the asker; the answer repeats it
+//! with an error code (0: done) and, for a fetch, what the leader has.
 
 use flatbuffers::FlatBufferBuilder;
 use strand_wire::cluster::broker as fb;
 use strand_wire::ErrorCode;
 
+use crate::records::NodeId;
 use crate::records_codec::{string, verifier_options};
 
 /// What a broker asks of another.
@@ -19,6 +21,17 @@ pub enum BrokerRequest {
         producer_epoch: i16,
         commit: bool,
     },
+    /// Node `replica` holds `topic`-`partition` below `offset`, its last batch is of epoch
+    /// `last_epoch` (-1: none), and it follows the leader at `leader_epoch`.
+    ReplicaFetch {
+        topic: String,
+        partition: i32,
+        replica: NodeId,
+        leader_epoch: i32,
+        offset: i64,
+        last_epoch: i32,
+        max_bytes: i32,
+    },
 }
 
 /// The answer to one request: `None` done, else the Kafka error.
@@ -26,6 +39,21 @@ pub enum BrokerRequest {
 pub struct BrokerAnswer {
     pub request_id: u64,
     pub error: Option<ErrorCode>,
+    /// A ReplicaFetch's answer.
+    pub replica: Option<ReplicaData>,
+}
+
+/// What a leader sends a follower.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaData {
+    pub high_watermark: i64,
+    pub log_start: i64,
+    /// The follower's log diverged: `(epoch, end offset)` of the leader's log for the
+    /// follower's last epoch; the follower truncates (`replication::epoch_cache::truncation`)
+    /// and asks again.
+    pub diverging: Option<(i32, i64)>,
+    /// Whole batches, as the leader's log holds them.
+    pub records: Vec<u8>,
 }
 
 pub fn encode_request(request_id: u64, req: &BrokerRequest) -> Vec<u8> {
@@ -49,6 +77,33 @@ pub fn encode_request(request_id: u64, req: &BrokerRequest) -> Vec<u8> {
                         producer_id: *producer_id,
                         producer_epoch: *producer_epoch,
                         commit: *commit,
+                    },
+                )
+                .as_union_value(),
+            )
+        }
+        BrokerRequest::ReplicaFetch {
+            topic,
+            partition,
+            replica,
+            leader_epoch,
+            offset,
+            last_epoch,
+            max_bytes,
+        } => {
+            let topic = b.create_string(topic);
+            (
+                fb::Body::ReplicaFetch,
+                fb::ReplicaFetch::create(
+                    &mut b,
+                    &fb::ReplicaFetchArgs {
+                        topic: Some(topic),
+                        partition: *partition,
+                        replica: *replica,
+                        leader_epoch: *leader_epoch,
+                        offset: *offset,
+                        last_epoch: *last_epoch,
+                        max_bytes: *max_bytes,
                     },
                 )
                 .as_union_value(),
@@ -83,18 +138,40 @@ pub fn decode_request(bytes: &[u8]) -> Result<(u64, BrokerRequest), String> {
                 commit: m.commit(),
             }
         }
+        fb::Body::ReplicaFetch => {
+            let f = r.body_as_replica_fetch().ok_or_else(unknown)?;
+            BrokerRequest::ReplicaFetch {
+                topic: string(f.topic(), "replica fetch: topic")?,
+                partition: f.partition(),
+                replica: f.replica(),
+                leader_epoch: f.leader_epoch(),
+                offset: f.offset(),
+                last_epoch: f.last_epoch(),
+                max_bytes: f.max_bytes(),
+            }
+        }
         _ => return Err(unknown()),
     };
     Ok((r.request_id(), req))
 }
 
 pub fn encode_answer(a: &BrokerAnswer) -> Vec<u8> {
-    let mut b = FlatBufferBuilder::with_capacity(32);
+    let data = a.replica.as_ref();
+    let records_len = data.map_or(0, |d| d.records.len());
+    let mut b = FlatBufferBuilder::with_capacity(64 + records_len);
+    let records = data.map(|d| b.create_vector(&d.records));
+    let diverging = data.and_then(|d| d.diverging);
     let root = fb::Answer::create(
         &mut b,
         &fb::AnswerArgs {
             request_id: a.request_id,
             error_code: a.error.map_or(0, |c| c.code()),
+            high_watermark: data.map_or(-1, |d| d.high_watermark),
+            log_start: data.map_or(-1, |d| d.log_start),
+            diverging_epoch: diverging.map_or(-1, |d| d.0),
+            diverging_end_offset: diverging.map_or(-1, |d| d.1),
+            records,
+            replica: data.is_some(),
         },
     );
     b.finish(root, None);
@@ -111,9 +188,17 @@ pub fn decode_answer(bytes: &[u8]) -> Result<BrokerAnswer, String> {
                 .ok_or_else(|| format!("broker answer: unknown error code {code}"))?,
         ),
     };
+    let replica = a.replica().then(|| ReplicaData {
+        high_watermark: a.high_watermark(),
+        log_start: a.log_start(),
+        diverging: (a.diverging_epoch() >= 0 || a.diverging_end_offset() >= 0)
+            .then(|| (a.diverging_epoch(), a.diverging_end_offset())),
+        records: a.records().map(|r| r.bytes().to_vec()).unwrap_or_default(),
+    });
     Ok(BrokerAnswer {
         request_id: a.request_id(),
         error,
+        replica,
     })
 }
 
@@ -132,14 +217,36 @@ mod tests {
         };
         let bytes = encode_request(42, &req);
         assert_eq!(decode_request(&bytes), Ok((42, req)));
+        let fetch = BrokerRequest::ReplicaFetch {
+            topic: "orders".into(),
+            partition: 1,
+            replica: 3,
+            leader_epoch: 5,
+            offset: 1 << 33,
+            last_epoch: 4,
+            max_bytes: 1 << 20,
+        };
+        assert_eq!(decode_request(&encode_request(43, &fetch)), Ok((43, fetch)));
         for a in [
             BrokerAnswer {
                 request_id: 9,
                 error: None,
+                replica: None,
             },
             BrokerAnswer {
                 request_id: 10,
                 error: Some(ErrorCode::NotLeaderOrFollower),
+                replica: None,
+            },
+            BrokerAnswer {
+                request_id: 11,
+                error: None,
+                replica: Some(ReplicaData {
+                    high_watermark: 40,
+                    log_start: 2,
+                    diverging: Some((3, 17)),
+                    records: vec![1, 2, 3, 4],
+                }),
             },
         ] {
             assert_eq!(decode_answer(&encode_answer(&a)), Ok(a));

@@ -65,6 +65,18 @@ pub struct NewTopic {
     pub configs: BTreeMap<String, String>,
 }
 
+/// KIP-497's AlterPartition: the leader `node_id` of `topic`-`partition`, at the leader and
+/// partition epochs it knows, asks for the in-sync replica set `isr`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterPartition {
+    pub node_id: NodeId,
+    pub topic: String,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<NodeId>,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Session {
     last_heartbeat_ms: u64,
@@ -515,6 +527,107 @@ impl Controller {
                 value: value.clone(),
             })
             .collect())
+    }
+
+    /// AlterPartition (KIP-497) from a partition's leader, checked as Kafka's controller
+    /// does: the topic and partition exist; the leader epoch is the current one (older:
+    /// FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH); the asker leads it
+    /// (INVALID_REQUEST); the partition epoch is the current one (INVALID_UPDATE_VERSION: the
+    /// leader's view is behind, it retries from the new one); the ISR is a non-empty set of
+    /// replicas that holds the leader (INVALID_REQUEST); a replica it adds is a registered,
+    /// unfenced broker (INELIGIBLE_REPLICA). The same ISR as now writes nothing.
+    pub fn alter_partition(
+        &self,
+        image: &Image,
+        req: &AlterPartition,
+    ) -> Result<Vec<MetadataRecord>, Refusal> {
+        let unknown = || {
+            Refusal::new(
+                ErrorCode::UnknownTopicOrPartition,
+                "This server does not host this topic-partition.",
+            )
+        };
+        let t = image
+            .names
+            .get(&req.topic)
+            .and_then(|id| image.topics.get(id))
+            .ok_or_else(unknown)?;
+        let p = t.partitions.get(&req.partition).ok_or_else(unknown)?;
+        let at = format!("{}-{}", req.topic, req.partition);
+        match req.leader_epoch.cmp(&p.leader_epoch) {
+            std::cmp::Ordering::Less => {
+                return Err(Refusal::new(
+                    ErrorCode::FencedLeaderEpoch,
+                    format!(
+                        "{at} is at leader epoch {}, not {}",
+                        p.leader_epoch, req.leader_epoch
+                    ),
+                ))
+            }
+            std::cmp::Ordering::Greater => {
+                return Err(Refusal::new(
+                    ErrorCode::UnknownLeaderEpoch,
+                    format!(
+                        "{at} is at leader epoch {}, not {}",
+                        p.leader_epoch, req.leader_epoch
+                    ),
+                ))
+            }
+            std::cmp::Ordering::Equal => {}
+        }
+        if p.leader != req.node_id {
+            return Err(Refusal::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "node {} does not lead {at} (node {} does)",
+                    req.node_id, p.leader
+                ),
+            ));
+        }
+        if req.partition_epoch != p.partition_epoch {
+            return Err(Refusal::new(
+                ErrorCode::InvalidUpdateVersion,
+                format!(
+                    "{at} is at partition epoch {}, not {}",
+                    p.partition_epoch, req.partition_epoch
+                ),
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        let well_formed = !req.isr.is_empty()
+            && req.isr.contains(&p.leader)
+            && req
+                .isr
+                .iter()
+                .all(|n| seen.insert(*n) && p.replicas.iter().any(|r| r.node == *n));
+        if !well_formed {
+            return Err(Refusal::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "ISR {:?} of {at} must be distinct replicas of {:?} holding the leader {}",
+                    req.isr,
+                    p.replicas.iter().map(|r| r.node).collect::<Vec<_>>(),
+                    p.leader
+                ),
+            ));
+        }
+        let usable = |n: &NodeId| image.brokers.get(n).is_some_and(|b| !b.fenced);
+        if let Some(n) = req.isr.iter().find(|n| !p.isr.contains(n) && !usable(n)) {
+            return Err(Refusal::new(
+                ErrorCode::IneligibleReplica,
+                format!("replica {n} of {at} is fenced or not registered"),
+            ));
+        }
+        if req.isr == p.isr {
+            return Ok(Vec::new());
+        }
+        Ok(vec![MetadataRecord::PartitionChange(PartitionChange {
+            topic_id: t.id,
+            partition: req.partition,
+            expected_partition_epoch: p.partition_epoch,
+            leader: None,
+            isr: Some(req.isr.clone()),
+        })])
     }
 
     /// DeleteTopics for one topic.

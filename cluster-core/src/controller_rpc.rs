@@ -1,6 +1,6 @@
 //! Requests from brokers to the active controller, and its answers (KRaft's
 //! BrokerRegistration, BrokerHeartbeat, CreateTopics, DeleteTopics, CreatePartitions, topic
-//! config changes and AllocateProducerIds, in our own FlatBuffers encoding: `wire/schema/cluster.fbs`, namespace `strand.controller`).
+//! config changes, AllocateProducerIds and AlterPartition, in our own FlatBuffers encoding: `wire/schema/cluster.fbs`, namespace `strand.controller`).
 //!
 //! A request names a `request_id` chosen by the asker; the answer repeats it. Every node
 //! also answers its own broker's requests in process, with the same types.
@@ -11,7 +11,7 @@ use flatbuffers::FlatBufferBuilder;
 use strand_wire::cluster::controller as fb;
 use strand_wire::ErrorCode;
 
-use crate::controller::{Heartbeat, NewTopic};
+use crate::controller::{AlterPartition, Heartbeat, NewTopic};
 use crate::records::{BrokerRegistration, NodeId, TopicId, NO_LEADER};
 use crate::records_codec::{
     config_entries, configs_from, id_from, id_of, registration, registration_from, string,
@@ -40,6 +40,10 @@ pub enum Request {
         name: String,
         changes: BTreeMap<String, Option<String>>,
     },
+    /// KIP-497: partition `topic`-`partition`'s leader `node_id`, at the epochs it knows,
+    /// asks for the in-sync replica set `isr` (the answer comes once the change is applied,
+    /// so the leader then sees it in its view).
+    AlterPartition(AlterPartition),
 }
 
 impl Request {
@@ -52,6 +56,7 @@ impl Request {
             Request::AllocateProducerIds { .. } => "allocate-producer-ids",
             Request::CreatePartitions { .. } => "create-partitions",
             Request::AlterTopicConfigs { .. } => "alter-topic-configs",
+            Request::AlterPartition { .. } => "alter-partition",
         }
     }
 }
@@ -188,6 +193,32 @@ pub fn encode_request(request_id: u64, req: &Request) -> Vec<u8> {
                 .as_union_value(),
             )
         }
+        Request::AlterPartition(AlterPartition {
+            node_id,
+            topic,
+            partition,
+            leader_epoch,
+            partition_epoch,
+            isr,
+        }) => {
+            let topic = b.create_string(topic);
+            let isr = b.create_vector(isr);
+            (
+                fb::Body::AlterPartition,
+                fb::AlterPartition::create(
+                    &mut b,
+                    &fb::AlterPartitionArgs {
+                        node_id: *node_id,
+                        topic: Some(topic),
+                        partition: *partition,
+                        leader_epoch: *leader_epoch,
+                        partition_epoch: *partition_epoch,
+                        isr: Some(isr),
+                    },
+                )
+                .as_union_value(),
+            )
+        }
     };
     let root = fb::Request::create(
         &mut b,
@@ -263,6 +294,17 @@ pub fn decode_request(bytes: &[u8]) -> Result<(u64, Request), String> {
                 name: string(a.name(), "alter topic configs: name")?,
                 changes,
             }
+        }
+        fb::Body::AlterPartition => {
+            let a = r.body_as_alter_partition().ok_or_else(unknown)?;
+            Request::AlterPartition(AlterPartition {
+                node_id: a.node_id(),
+                topic: string(a.topic(), "alter partition: topic")?,
+                partition: a.partition(),
+                leader_epoch: a.leader_epoch(),
+                partition_epoch: a.partition_epoch(),
+                isr: a.isr().map(|v| v.iter().collect()).unwrap_or_default(),
+            })
         }
         _ => return Err(unknown()),
     };
@@ -371,6 +413,14 @@ mod tests {
                 .collect(),
             },
             Request::AllocateProducerIds { node_id: 0 },
+            Request::AlterPartition(AlterPartition {
+                node_id: 2,
+                topic: "x".into(),
+                partition: 3,
+                leader_epoch: 4,
+                partition_epoch: 9,
+                isr: vec![2, 1],
+            }),
         ]
     }
 

@@ -260,7 +260,7 @@ impl Image {
         };
         if p.partition_epoch != c.expected_partition_epoch {
             return reject(
-                ErrorCode::InvalidRequest,
+                ErrorCode::InvalidUpdateVersion,
                 format!(
                     "partition {} is at partition epoch {}, the change was computed at {}",
                     c.partition, p.partition_epoch, c.expected_partition_epoch

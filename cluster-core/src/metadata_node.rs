@@ -206,6 +206,7 @@ impl MetadataNode {
                 Request::Register(r) => Some(r.node_id),
                 Request::Heartbeat(h) => Some(h.node_id),
                 Request::AllocateProducerIds { node_id } => Some(*node_id),
+                Request::AlterPartition(a) => Some(a.node_id),
                 Request::CreateTopic(_)
                 | Request::DeleteTopic { .. }
                 | Request::CreatePartitions { .. }
@@ -259,6 +260,9 @@ impl MetadataNode {
             }
             Request::AlterTopicConfigs { name, changes } => controller
                 .alter_topic_configs(image, name, changes)
+                .map(|recs| (recs, Expect::Nothing)),
+            Request::AlterPartition(a) => controller
+                .alter_partition(image, a)
                 .map(|recs| (recs, Expect::Nothing)),
             Request::AllocateProducerIds { node_id } => {
                 let start = self.producer_ids_proposed_until.max(image.next_producer_id);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use strand_wire::ErrorCode;
 
-use crate::controller::{Controller, ControllerConfig, Heartbeat, NewTopic};
+use crate::controller::{AlterPartition, Controller, ControllerConfig, Heartbeat, NewTopic};
 use crate::image::{Applied, Image};
 use crate::placement::Refusal;
 use crate::records::{BrokerRegistration, Endpoint, MetadataRecord, NodeId, TopicId, NO_LEADER};
@@ -473,7 +473,7 @@ fn a_change_computed_from_a_stale_partition_epoch_is_rejected_everywhere() {
     assert_eq!(o[0], Applied::Done);
     assert!(matches!(
         o[1],
-        Applied::Rejected(ErrorCode::InvalidRequest, _)
+        Applied::Rejected(ErrorCode::InvalidUpdateVersion, _)
     ));
     assert_eq!(s.image().partition("t", 0).unwrap().leader, other);
     // A leader outside the ISR is refused, not applied.
@@ -532,4 +532,108 @@ fn five_thousand_creations_and_deletions_then_a_snapshot_leave_equal_images() {
     s.create("after-snapshot", 3, 3).unwrap();
     let d = s.images[0].digest();
     assert!(s.images.iter().all(|i| i.digest() == d));
+}
+
+#[test]
+fn alter_partition_is_checked_as_kafkas_controller_checks_it() {
+    let mut s = Sim::new(3);
+    for n in 1..=3 {
+        s.start(n, n as u128).unwrap();
+    }
+    s.create("a", 1, 3).unwrap();
+    let p = s.image().partition("a", 0).unwrap().clone();
+    let (leader, others): (NodeId, Vec<NodeId>) = (
+        p.leader,
+        p.replicas
+            .iter()
+            .map(|r| r.node)
+            .filter(|n| *n != p.leader)
+            .collect(),
+    );
+    let ask = |s: &Sim, node, leader_epoch, partition_epoch, isr: Vec<NodeId>| {
+        let req = AlterPartition {
+            node_id: node,
+            topic: "a".into(),
+            partition: 0,
+            leader_epoch,
+            partition_epoch,
+            isr,
+        };
+        s.controller.alter_partition(s.image(), &req)
+    };
+    let code = |r: Result<Vec<MetadataRecord>, Refusal>| r.err().map(|e| e.code);
+    let (le, pe) = (p.leader_epoch, p.partition_epoch);
+    // The same ISR: nothing to write.
+    assert_eq!(ask(&s, leader, le, pe, p.isr.clone()).unwrap(), vec![]);
+    // Refusals, in Kafka's order.
+    let shrunk = vec![leader, others[0]];
+    assert_eq!(
+        code(ask(&s, leader, le - 1, pe, shrunk.clone())),
+        Some(ErrorCode::FencedLeaderEpoch)
+    );
+    assert_eq!(
+        code(ask(&s, leader, le + 1, pe, shrunk.clone())),
+        Some(ErrorCode::UnknownLeaderEpoch)
+    );
+    assert_eq!(
+        code(ask(&s, others[0], le, pe, shrunk.clone())),
+        Some(ErrorCode::InvalidRequest)
+    );
+    assert_eq!(
+        code(ask(&s, leader, le, pe + 1, shrunk.clone())),
+        Some(ErrorCode::InvalidUpdateVersion)
+    );
+    for bad in [
+        vec![],
+        others.clone(),
+        vec![leader, leader],
+        vec![leader, 9],
+    ] {
+        assert_eq!(
+            code(ask(&s, leader, le, pe, bad.clone())),
+            Some(ErrorCode::InvalidRequest),
+            "{bad:?}"
+        );
+    }
+    // A shrink applies everywhere and bumps the partition epoch, not the leader epoch.
+    let records = ask(&s, leader, le, pe, shrunk.clone()).unwrap();
+    assert_eq!(s.commit(records), vec![Applied::Done]);
+    let now = s.image().partition("a", 0).unwrap().clone();
+    assert_eq!(
+        (now.isr.clone(), now.leader_epoch, now.partition_epoch),
+        (shrunk.clone(), le, pe + 1)
+    );
+    // The leader's old partition epoch is stale now.
+    assert_eq!(
+        code(ask(&s, leader, le, pe, p.isr.clone())),
+        Some(ErrorCode::InvalidUpdateVersion)
+    );
+    // A fenced broker cannot be added back; once it is back, it can.
+    let out = others[1];
+    s.alive.remove(&out);
+    s.advance(SESSION_MS + HEARTBEAT_MS);
+    assert!(s.image().brokers[&out].fenced);
+    let now = s.image().partition("a", 0).unwrap().clone();
+    let grown = vec![leader, others[0], out];
+    assert_eq!(
+        code(ask(
+            &s,
+            now.leader,
+            now.leader_epoch,
+            now.partition_epoch,
+            grown.clone()
+        )),
+        Some(ErrorCode::IneligibleReplica)
+    );
+    s.start(out, 99).unwrap();
+    let records = ask(
+        &s,
+        now.leader,
+        now.leader_epoch,
+        now.partition_epoch,
+        grown.clone(),
+    )
+    .unwrap();
+    assert_eq!(s.commit(records), vec![Applied::Done]);
+    assert_eq!(s.image().partition("a", 0).unwrap().isr, grown);
 }

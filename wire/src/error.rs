@@ -67,9 +67,11 @@ pub enum ErrorCode {
     FencedLeaderEpoch = 74,
     UnknownLeaderEpoch = 75,
     StaleBrokerEpoch = 77,
+    InvalidUpdateVersion = 95,
     DuplicateBrokerRegistration = 101,
     BrokerIdNotRegistered = 102,
     InconsistentClusterId = 104,
+    IneligibleReplica = 107,
 }
 
 impl ErrorCode {
@@ -141,9 +143,11 @@ impl ErrorCode {
             74 => ErrorCode::FencedLeaderEpoch,
             75 => ErrorCode::UnknownLeaderEpoch,
             77 => ErrorCode::StaleBrokerEpoch,
+            95 => ErrorCode::InvalidUpdateVersion,
             101 => ErrorCode::DuplicateBrokerRegistration,
             102 => ErrorCode::BrokerIdNotRegistered,
             104 => ErrorCode::InconsistentClusterId,
+            107 => ErrorCode::IneligibleReplica,
             _ => return None,
         })
     }

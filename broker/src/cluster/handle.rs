@@ -4,7 +4,7 @@
 //! offset, so the client that asked reads its own write on any shard.
 
 use futures_channel::{mpsc, oneshot};
-use strand_cluster_core::broker_rpc::BrokerRequest;
+use strand_cluster_core::broker_rpc::{BrokerAnswer, BrokerRequest};
 use strand_cluster_core::controller_rpc::{Answer, Request};
 use strand_cluster_core::quorum::QuorumStatus;
 use strand_cluster_core::records::NodeId;
@@ -26,7 +26,7 @@ pub enum ControllerCall {
     Broker {
         to: NodeId,
         req: BrokerRequest,
-        reply: oneshot::Sender<Result<(), ErrorCode>>,
+        reply: oneshot::Sender<Result<BrokerAnswer, ErrorCode>>,
     },
 }
 
@@ -72,6 +72,15 @@ impl ClusterHandle {
     /// Asks broker `to` (over the cluster link); its answer's error, REQUEST_TIMED_OUT when
     /// none came in time, NOT_LEADER_OR_FOLLOWER when the way there is gone.
     pub async fn ask_broker(&self, to: NodeId, req: BrokerRequest) -> Result<(), ErrorCode> {
+        self.ask_broker_answer(to, req).await.map(|_| ())
+    }
+
+    /// [`Self::ask_broker`], with the whole answer (a replica fetch's data).
+    pub async fn ask_broker_answer(
+        &self,
+        to: NodeId,
+        req: BrokerRequest,
+    ) -> Result<BrokerAnswer, ErrorCode> {
         let (reply, rx) = oneshot::channel();
         self.calls
             .unbounded_send(ControllerCall::Broker { to, req, reply })

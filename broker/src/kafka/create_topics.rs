@@ -92,10 +92,15 @@ pub async fn handle(node: &Rc<Node>, req: CreateTopicsRequest) -> CreateTopicsRe
         };
         r.num_partitions = partitions;
         r.replication_factor = 1;
+        let replicated =
+            node.shared.cluster.is_some() && crate::cluster_config::replication_preview();
+        if replicated && t.replication_factor > 1 {
+            r.replication_factor = t.replication_factor;
+        }
         if let Some(Err((code, message))) = assigned {
             r.error_code = code.code();
             r.error_message = Some(StrBytes::from_string(message));
-        } else if !matches!(t.replication_factor, -1 | 1) {
+        } else if !matches!(t.replication_factor, -1 | 1) && !replicated {
             r.error_code = ErrorCode::InvalidReplicationFactor.code();
             r.error_message = Some(StrBytes::from_string(format!(
                 "replication factor {} is larger than the 1 available broker",
@@ -107,6 +112,7 @@ pub async fn handle(node: &Rc<Node>, req: CreateTopicsRequest) -> CreateTopicsRe
                 NewTopic {
                     name: t.name.0.as_str().to_string(),
                     partitions,
+                    replication_factor: t.replication_factor,
                     configs: t
                         .configs
                         .into_iter()

@@ -40,6 +40,7 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
             .map(|n| NewTopic {
                 name: n.clone(),
                 partitions: node.config().num_partitions,
+                replication_factor: -1,
                 configs: Default::default(),
             })
             .collect();

@@ -275,7 +275,11 @@ impl Node {
                     Some(Request::CreateTopic(ControllerNewTopic {
                         name: t.name,
                         partitions: t.partitions,
-                        replication_factor: 1,
+                        replication_factor: if crate::cluster_config::replication_preview() {
+                            t.replication_factor
+                        } else {
+                            1
+                        },
                         configs: t.configs.into_iter().collect::<BTreeMap<_, _>>(),
                     }))
                 })

@@ -36,6 +36,8 @@ pub use crate::storage::TopicPartition;
 mod cluster;
 pub mod group_service;
 mod partition_ops;
+mod replica_fetcher;
+pub use replica_fetcher::ReplicaFetchArgs;
 pub mod txn_service;
 pub use cluster::SINGLE_NODE_ID;
 
@@ -104,6 +106,12 @@ pub enum ShardMsg {
         tp: TopicPartition,
         before: Offset,
         reply: oneshot::Sender<Result<Offset, ErrorCode>>,
+    },
+    /// A follower's fetch (#18), to the partition's shard on its leader.
+    ReplicaFetch {
+        tp: TopicPartition,
+        fetch: ReplicaFetchArgs,
+        reply: oneshot::Sender<Result<strand_cluster_core::broker_rpc::ReplicaData, ErrorCode>>,
     },
     /// OffsetForLeaderEpoch, to the partition's shard: `(epoch, end offset)`.
     EpochEnd {
@@ -199,6 +207,8 @@ pub struct Node {
     pub fetch_sessions: RefCell<crate::fetch_session::FetchSessions>,
     /// Where this shard's requests spend their time (`stages`).
     pub stages: Rc<RefCell<crate::stages::Stages>>,
+    /// Partitions this shard follows (cluster mode): each has a fetcher task.
+    followers: RefCell<HashMap<TopicPartition, replica_fetcher::Following>>,
 }
 
 /// What a produce resolves to once the batch is as durable as asked.
@@ -237,6 +247,7 @@ impl Node {
             )),
             fetch_sessions: RefCell::new(fetch_sessions),
             stages: Rc::new(RefCell::new(crate::stages::Stages::new())),
+            followers: RefCell::new(HashMap::new()),
         })
     }
 
@@ -338,6 +349,9 @@ impl Node {
             ShardMsg::DeleteRecords { tp, before, reply } => {
                 let _ = reply.send(self.delete_records_local(&tp, before).await);
             }
+            ShardMsg::ReplicaFetch { tp, fetch, reply } => {
+                let _ = reply.send(self.replica_fetch_local(&tp, fetch).await);
+            }
             ShardMsg::EpochEnd { tp, epoch, reply } => {
                 let _ = reply.send(self.epoch_end_local(&tp, epoch).await);
             }
@@ -346,6 +360,7 @@ impl Node {
             }
             ShardMsg::ApplyCatalog { catalog, reply } => {
                 self.apply_catalog(catalog).await;
+                self.follow_leaders();
                 let _ = reply.send(());
             }
             ShardMsg::Catalog {

@@ -200,9 +200,13 @@ impl PartitionLog {
             "compaction pass starting"
         );
         let started = Instant::now();
-        let result = run_on_background_thread(job).await;
-        self.inner.state.borrow_mut().cleaning = false;
-        let outcome = result?;
+        let outcome = match run_on_background_thread(job).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                self.inner.state.borrow_mut().cleaning = false;
+                return Err(e);
+            }
+        };
         let report = CleanReport {
             segments_rewritten: outcome.swapped.len(),
             keys: outcome.keys,
@@ -233,9 +237,12 @@ impl PartitionLog {
             st.tombstone_due_ms = due;
         }
         let dir = self.inner.dir.clone();
-        glommio::executor()
+        let saved = glommio::executor()
             .spawn_blocking(move || cleaner::write_checkpoint(&dir, upper, due))
-            .await?;
+            .await;
+        // Only now may a truncation (`truncate_to`) run: it rewrites the checkpoint too.
+        self.inner.state.borrow_mut().cleaning = false;
+        saved?;
         Ok(Some(report))
     }
 

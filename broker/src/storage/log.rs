@@ -98,11 +98,17 @@ impl LogState {
     /// offsets is appended at `now_ms`? (Kafka's `segment.bytes`, `segment.ms`, and the
     /// 32-bit relative-offset limit.) An empty segment is never rolled.
     pub fn needs_roll(&self, header: &BatchHeader, now_ms: i64) -> bool {
+        self.needs_roll_at(header, self.log_end(), now_ms)
+    }
+
+    /// [`Self::needs_roll`] for a batch that keeps its own base offset `base` (a replicated
+    /// batch: at or past the log end, after a gap compaction left on the leader).
+    pub fn needs_roll_at(&self, header: &BatchHeader, base: Offset, now_ms: i64) -> bool {
         let active = self.active();
         if active.is_empty() {
             return false;
         }
-        let last = self.log_end().0 + i64::from(header.last_offset_delta);
+        let last = base.0 + i64::from(header.last_offset_delta);
         let too_big = active.size_bytes + header.total_len() as u64 > self.config.segment_bytes;
         let too_old = active
             .first_timestamp_ms
@@ -123,7 +129,13 @@ impl LogState {
     /// Returns the batch's metadata (with its new offsets) and its byte position in the active
     /// segment. The caller writes the bytes there with the base offset patched in.
     pub fn append(&mut self, header: &BatchHeader) -> (BatchMeta, u64) {
-        let base = self.log_end();
+        self.append_at(header, self.log_end())
+    }
+
+    /// [`Self::append`] at base offset `base`, at or past the log end (a replicated batch
+    /// keeps the leader's offsets, gaps included).
+    pub fn append_at(&mut self, header: &BatchHeader, base: Offset) -> (BatchMeta, u64) {
+        assert!(base >= self.log_end(), "append at {base} below the log end");
         let mut meta = BatchMeta::from_header(header);
         meta.base_offset = base;
         meta.last_offset = Offset(base.0 + i64::from(header.last_offset_delta));

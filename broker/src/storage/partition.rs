@@ -156,6 +156,9 @@ pub(super) struct State {
     pub(super) cleaning: bool,
     /// Open and aborted transactions, the last stable offset.
     pub(super) txns: super::txn::PartitionTxns,
+    /// Truncations so far (`truncate_to`): a sync waiter that sees it change fails rather
+    /// than acknowledge offsets that may have been cut.
+    pub(super) truncations: u64,
     /// Leader epochs and where each started (`leader-epoch-checkpoint`), and the epoch this
     /// replica leads in, if it leads (stamped on every batch it appends).
     pub(super) epochs: replica::Epochs,
@@ -305,7 +308,17 @@ impl PartitionLog {
             .wait_capacity(self.inner.options.write_behind_depth)
             .await
             .map_err(AppendError::Io)?;
-        if self.inner.state.borrow().log.needs_roll(&header, now_ms) {
+        let base = match origin {
+            Origin::Client => self.log_end(),
+            Origin::Replica => Offset(header.base_offset),
+        };
+        if self
+            .inner
+            .state
+            .borrow()
+            .log
+            .needs_roll_at(&header, base, now_ms)
+        {
             self.roll()
                 .await
                 .map_err(|e| self.fail(e))
@@ -347,7 +360,10 @@ impl PartitionLog {
                 SeqCheck::Fenced { .. } => return Err(AppendError::Fenced),
             }
         }
-        let (meta, position) = st.log.append(&header);
+        let (meta, position) = match origin {
+            Origin::Client => st.log.append(&header),
+            Origin::Replica => st.log.append_at(&header, Offset(header.base_offset)),
+        };
         if header.producer_id >= 0 {
             if header.is_control() {
                 st.producers
@@ -430,12 +446,18 @@ impl PartitionLog {
     /// Waits until every offset below `target` is durable, leading a sync round if none is
     /// running (group commit).
     pub async fn sync_to(&self, target: Offset) -> io::Result<()> {
+        let truncations = self.inner.state.borrow().truncations;
         loop {
             let listener = self.inner.durable_changed.listen();
             let lead = {
                 let mut st = self.inner.state.borrow_mut();
                 if let Some(e) = &st.error {
                     return Err(io::Error::other(e.clone()));
+                }
+                if st.truncations != truncations {
+                    return Err(io::Error::other(format!(
+                        "the log was truncated before offsets below {target} were acknowledged"
+                    )));
                 }
                 if st.durable >= target {
                     return Ok(());
@@ -481,7 +503,7 @@ impl PartitionLog {
         Ok(())
     }
 
-    fn fail(&self, e: io::Error) -> io::Error {
+    pub(super) fn fail(&self, e: io::Error) -> io::Error {
         tracing::error!(dir = %self.inner.dir.display(), error = %e, "partition storage failed");
         self.inner
             .state

@@ -49,7 +49,10 @@ pub fn recover(dir: &Path, config: &LogConfig) -> io::Result<Recovered> {
         let name = entry?.file_name();
         let name = name.to_string_lossy();
         if name.ends_with(".tmp") {
-            fs::remove_file(dir.join(&*name))?;
+            match fs::remove_file(dir.join(&*name)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
         } else if let Some(base) = parse_log_file_name(&name) {
             bases.push(base);
         }

@@ -2524,10 +2524,10 @@ pub mod controller {
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_BODY: u8 = 7;
+pub const ENUM_MAX_BODY: u8 = 8;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_BODY: [Body; 8] = [
+pub const ENUM_VALUES_BODY: [Body; 9] = [
   Body::NONE,
   Body::Register,
   Body::Heartbeat,
@@ -2536,6 +2536,7 @@ pub const ENUM_VALUES_BODY: [Body; 8] = [
   Body::AllocateProducerIds,
   Body::CreatePartitions,
   Body::AlterTopicConfigs,
+  Body::AlterPartition,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -2551,9 +2552,10 @@ impl Body {
   pub const AllocateProducerIds: Self = Self(5);
   pub const CreatePartitions: Self = Self(6);
   pub const AlterTopicConfigs: Self = Self(7);
+  pub const AlterPartition: Self = Self(8);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 7;
+  pub const ENUM_MAX: u8 = 8;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::Register,
@@ -2563,6 +2565,7 @@ impl Body {
     Self::AllocateProducerIds,
     Self::CreatePartitions,
     Self::AlterTopicConfigs,
+    Self::AlterPartition,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -2575,6 +2578,7 @@ impl Body {
       Self::AllocateProducerIds => Some("AllocateProducerIds"),
       Self::CreatePartitions => Some("CreatePartitions"),
       Self::AlterTopicConfigs => Some("AlterTopicConfigs"),
+      Self::AlterPartition => Some("AlterPartition"),
       _ => None,
     }
   }
@@ -3466,6 +3470,190 @@ impl core::fmt::Debug for AlterTopicConfigs<'_> {
       ds.finish()
   }
 }
+pub enum AlterPartitionOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// KIP-497's AlterPartition: the leader `node_id` of `topic`-`partition`, at the leader and
+/// partition epochs it knows, asks for the in-sync replica set `isr`.
+pub struct AlterPartition<'a> {
+  pub _tab: flatbuffers::Table<'a>,
+}
+
+impl<'a> flatbuffers::Follow<'a> for AlterPartition<'a> {
+  type Inner = AlterPartition<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: flatbuffers::Table::new(buf, loc) }
+  }
+}
+
+impl<'a> AlterPartition<'a> {
+  pub const VT_NODE_ID: flatbuffers::VOffsetT = 4;
+  pub const VT_TOPIC: flatbuffers::VOffsetT = 6;
+  pub const VT_PARTITION: flatbuffers::VOffsetT = 8;
+  pub const VT_LEADER_EPOCH: flatbuffers::VOffsetT = 10;
+  pub const VT_PARTITION_EPOCH: flatbuffers::VOffsetT = 12;
+  pub const VT_ISR: flatbuffers::VOffsetT = 14;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
+    AlterPartition { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
+    _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
+    args: &'args AlterPartitionArgs<'args>
+  ) -> flatbuffers::WIPOffset<AlterPartition<'bldr>> {
+    let mut builder = AlterPartitionBuilder::new(_fbb);
+    if let Some(x) = args.isr { builder.add_isr(x); }
+    builder.add_partition_epoch(args.partition_epoch);
+    builder.add_leader_epoch(args.leader_epoch);
+    builder.add_partition(args.partition);
+    if let Some(x) = args.topic { builder.add_topic(x); }
+    builder.add_node_id(args.node_id);
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn node_id(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(AlterPartition::VT_NODE_ID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn topic(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<&str>>(AlterPartition::VT_TOPIC, None)}
+  }
+  #[inline]
+  pub fn partition(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(AlterPartition::VT_PARTITION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn leader_epoch(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(AlterPartition::VT_LEADER_EPOCH, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn partition_epoch(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(AlterPartition::VT_PARTITION_EPOCH, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn isr(&self) -> Option<flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, i32>>>(AlterPartition::VT_ISR, None)}
+  }
+}
+
+impl flatbuffers::Verifiable for AlterPartition<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    v.visit_table(pos)?
+     .visit_field::<i32>("node_id", Self::VT_NODE_ID, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<&str>>("topic", Self::VT_TOPIC, false)?
+     .visit_field::<i32>("partition", Self::VT_PARTITION, false)?
+     .visit_field::<i32>("leader_epoch", Self::VT_LEADER_EPOCH, false)?
+     .visit_field::<i32>("partition_epoch", Self::VT_PARTITION_EPOCH, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, i32>>>("isr", Self::VT_ISR, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct AlterPartitionArgs<'a> {
+    pub node_id: i32,
+    pub topic: Option<flatbuffers::WIPOffset<&'a str>>,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, i32>>>,
+}
+impl<'a> Default for AlterPartitionArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    AlterPartitionArgs {
+      node_id: 0,
+      topic: None,
+      partition: 0,
+      leader_epoch: 0,
+      partition_epoch: 0,
+      isr: None,
+    }
+  }
+}
+
+pub struct AlterPartitionBuilder<'a: 'b, 'b> {
+  fbb_: &'b mut flatbuffers::FlatBufferBuilder<'a>,
+  start_: flatbuffers::WIPOffset<flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b> AlterPartitionBuilder<'a, 'b> {
+  #[inline]
+  pub fn add_node_id(&mut self, node_id: i32) {
+    self.fbb_.push_slot::<i32>(AlterPartition::VT_NODE_ID, node_id, 0);
+  }
+  #[inline]
+  pub fn add_topic(&mut self, topic: flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(AlterPartition::VT_TOPIC, topic);
+  }
+  #[inline]
+  pub fn add_partition(&mut self, partition: i32) {
+    self.fbb_.push_slot::<i32>(AlterPartition::VT_PARTITION, partition, 0);
+  }
+  #[inline]
+  pub fn add_leader_epoch(&mut self, leader_epoch: i32) {
+    self.fbb_.push_slot::<i32>(AlterPartition::VT_LEADER_EPOCH, leader_epoch, 0);
+  }
+  #[inline]
+  pub fn add_partition_epoch(&mut self, partition_epoch: i32) {
+    self.fbb_.push_slot::<i32>(AlterPartition::VT_PARTITION_EPOCH, partition_epoch, 0);
+  }
+  #[inline]
+  pub fn add_isr(&mut self, isr: flatbuffers::WIPOffset<flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(AlterPartition::VT_ISR, isr);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> AlterPartitionBuilder<'a, 'b> {
+    let start = _fbb.start_table();
+    AlterPartitionBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> flatbuffers::WIPOffset<AlterPartition<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl core::fmt::Debug for AlterPartition<'_> {
+  fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut ds = f.debug_struct("AlterPartition");
+      ds.field("node_id", &self.node_id());
+      ds.field("topic", &self.topic());
+      ds.field("partition", &self.partition());
+      ds.field("leader_epoch", &self.leader_epoch());
+      ds.field("partition_epoch", &self.partition_epoch());
+      ds.field("isr", &self.isr());
+      ds.finish()
+  }
+}
 pub enum RequestOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
@@ -3630,6 +3818,21 @@ impl<'a> Request<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_alter_partition(&self) -> Option<AlterPartition<'a>> {
+    if self.body_type() == Body::AlterPartition {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AlterPartition::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl flatbuffers::Verifiable for Request<'_> {
@@ -3649,6 +3852,7 @@ impl flatbuffers::Verifiable for Request<'_> {
           Body::AllocateProducerIds => v.verify_union_variant::<flatbuffers::ForwardsUOffset<AllocateProducerIds>>("Body::AllocateProducerIds", pos),
           Body::CreatePartitions => v.verify_union_variant::<flatbuffers::ForwardsUOffset<CreatePartitions>>("Body::CreatePartitions", pos),
           Body::AlterTopicConfigs => v.verify_union_variant::<flatbuffers::ForwardsUOffset<AlterTopicConfigs>>("Body::AlterTopicConfigs", pos),
+          Body::AlterPartition => v.verify_union_variant::<flatbuffers::ForwardsUOffset<AlterPartition>>("Body::AlterPartition", pos),
           _ => Ok(()),
         }
      })?
@@ -3754,6 +3958,13 @@ impl core::fmt::Debug for Request<'_> {
         },
         Body::AlterTopicConfigs => {
           if let Some(x) = self.body_as_alter_topic_configs() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        Body::AlterPartition => {
+          if let Some(x) = self.body_as_alter_partition() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
@@ -4040,12 +4251,13 @@ pub mod broker {
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_BODY: u8 = 1;
+pub const ENUM_MAX_BODY: u8 = 2;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_BODY: [Body; 2] = [
+pub const ENUM_VALUES_BODY: [Body; 3] = [
   Body::NONE,
   Body::TxnMarker,
+  Body::ReplicaFetch,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -4055,18 +4267,21 @@ pub struct Body(pub u8);
 impl Body {
   pub const NONE: Self = Self(0);
   pub const TxnMarker: Self = Self(1);
+  pub const ReplicaFetch: Self = Self(2);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 1;
+  pub const ENUM_MAX: u8 = 2;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::TxnMarker,
+    Self::ReplicaFetch,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
     match self {
       Self::NONE => Some("NONE"),
       Self::TxnMarker => Some("TxnMarker"),
+      Self::ReplicaFetch => Some("ReplicaFetch"),
       _ => None,
     }
   }
@@ -4291,6 +4506,208 @@ impl core::fmt::Debug for TxnMarker<'_> {
       ds.finish()
   }
 }
+pub enum ReplicaFetchOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// A follower's fetch from the partition's leader (Kafka's replica Fetch, with KIP-595's
+/// divergence check): node `replica` holds everything below `offset`; `last_epoch` is the
+/// epoch of its last batch (-1: none); it follows the leader at `leader_epoch`.
+pub struct ReplicaFetch<'a> {
+  pub _tab: flatbuffers::Table<'a>,
+}
+
+impl<'a> flatbuffers::Follow<'a> for ReplicaFetch<'a> {
+  type Inner = ReplicaFetch<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: flatbuffers::Table::new(buf, loc) }
+  }
+}
+
+impl<'a> ReplicaFetch<'a> {
+  pub const VT_TOPIC: flatbuffers::VOffsetT = 4;
+  pub const VT_PARTITION: flatbuffers::VOffsetT = 6;
+  pub const VT_REPLICA: flatbuffers::VOffsetT = 8;
+  pub const VT_LEADER_EPOCH: flatbuffers::VOffsetT = 10;
+  pub const VT_OFFSET: flatbuffers::VOffsetT = 12;
+  pub const VT_LAST_EPOCH: flatbuffers::VOffsetT = 14;
+  pub const VT_MAX_BYTES: flatbuffers::VOffsetT = 16;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
+    ReplicaFetch { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
+    _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
+    args: &'args ReplicaFetchArgs<'args>
+  ) -> flatbuffers::WIPOffset<ReplicaFetch<'bldr>> {
+    let mut builder = ReplicaFetchBuilder::new(_fbb);
+    builder.add_offset(args.offset);
+    builder.add_max_bytes(args.max_bytes);
+    builder.add_last_epoch(args.last_epoch);
+    builder.add_leader_epoch(args.leader_epoch);
+    builder.add_replica(args.replica);
+    builder.add_partition(args.partition);
+    if let Some(x) = args.topic { builder.add_topic(x); }
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn topic(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<&str>>(ReplicaFetch::VT_TOPIC, None)}
+  }
+  #[inline]
+  pub fn partition(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaFetch::VT_PARTITION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn replica(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaFetch::VT_REPLICA, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn leader_epoch(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaFetch::VT_LEADER_EPOCH, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn offset(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(ReplicaFetch::VT_OFFSET, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn last_epoch(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaFetch::VT_LAST_EPOCH, Some(-1)).unwrap()}
+  }
+  #[inline]
+  pub fn max_bytes(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaFetch::VT_MAX_BYTES, Some(0)).unwrap()}
+  }
+}
+
+impl flatbuffers::Verifiable for ReplicaFetch<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    v.visit_table(pos)?
+     .visit_field::<flatbuffers::ForwardsUOffset<&str>>("topic", Self::VT_TOPIC, false)?
+     .visit_field::<i32>("partition", Self::VT_PARTITION, false)?
+     .visit_field::<i32>("replica", Self::VT_REPLICA, false)?
+     .visit_field::<i32>("leader_epoch", Self::VT_LEADER_EPOCH, false)?
+     .visit_field::<i64>("offset", Self::VT_OFFSET, false)?
+     .visit_field::<i32>("last_epoch", Self::VT_LAST_EPOCH, false)?
+     .visit_field::<i32>("max_bytes", Self::VT_MAX_BYTES, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct ReplicaFetchArgs<'a> {
+    pub topic: Option<flatbuffers::WIPOffset<&'a str>>,
+    pub partition: i32,
+    pub replica: i32,
+    pub leader_epoch: i32,
+    pub offset: i64,
+    pub last_epoch: i32,
+    pub max_bytes: i32,
+}
+impl<'a> Default for ReplicaFetchArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    ReplicaFetchArgs {
+      topic: None,
+      partition: 0,
+      replica: 0,
+      leader_epoch: 0,
+      offset: 0,
+      last_epoch: -1,
+      max_bytes: 0,
+    }
+  }
+}
+
+pub struct ReplicaFetchBuilder<'a: 'b, 'b> {
+  fbb_: &'b mut flatbuffers::FlatBufferBuilder<'a>,
+  start_: flatbuffers::WIPOffset<flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b> ReplicaFetchBuilder<'a, 'b> {
+  #[inline]
+  pub fn add_topic(&mut self, topic: flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(ReplicaFetch::VT_TOPIC, topic);
+  }
+  #[inline]
+  pub fn add_partition(&mut self, partition: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaFetch::VT_PARTITION, partition, 0);
+  }
+  #[inline]
+  pub fn add_replica(&mut self, replica: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaFetch::VT_REPLICA, replica, 0);
+  }
+  #[inline]
+  pub fn add_leader_epoch(&mut self, leader_epoch: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaFetch::VT_LEADER_EPOCH, leader_epoch, 0);
+  }
+  #[inline]
+  pub fn add_offset(&mut self, offset: i64) {
+    self.fbb_.push_slot::<i64>(ReplicaFetch::VT_OFFSET, offset, 0);
+  }
+  #[inline]
+  pub fn add_last_epoch(&mut self, last_epoch: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaFetch::VT_LAST_EPOCH, last_epoch, -1);
+  }
+  #[inline]
+  pub fn add_max_bytes(&mut self, max_bytes: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaFetch::VT_MAX_BYTES, max_bytes, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> ReplicaFetchBuilder<'a, 'b> {
+    let start = _fbb.start_table();
+    ReplicaFetchBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> flatbuffers::WIPOffset<ReplicaFetch<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl core::fmt::Debug for ReplicaFetch<'_> {
+  fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut ds = f.debug_struct("ReplicaFetch");
+      ds.field("topic", &self.topic());
+      ds.field("partition", &self.partition());
+      ds.field("replica", &self.replica());
+      ds.field("leader_epoch", &self.leader_epoch());
+      ds.field("offset", &self.offset());
+      ds.field("last_epoch", &self.last_epoch());
+      ds.field("max_bytes", &self.max_bytes());
+      ds.finish()
+  }
+}
 pub enum RequestOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
@@ -4365,6 +4782,21 @@ impl<'a> Request<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_replica_fetch(&self) -> Option<ReplicaFetch<'a>> {
+    if self.body_type() == Body::ReplicaFetch {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ReplicaFetch::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl flatbuffers::Verifiable for Request<'_> {
@@ -4378,6 +4810,7 @@ impl flatbuffers::Verifiable for Request<'_> {
      .visit_union::<Body, _>("body_type", Self::VT_BODY_TYPE, "body", Self::VT_BODY, false, |key, v, pos| {
         match key {
           Body::TxnMarker => v.verify_union_variant::<flatbuffers::ForwardsUOffset<TxnMarker>>("Body::TxnMarker", pos),
+          Body::ReplicaFetch => v.verify_union_variant::<flatbuffers::ForwardsUOffset<ReplicaFetch>>("Body::ReplicaFetch", pos),
           _ => Ok(()),
         }
      })?
@@ -4446,6 +4879,13 @@ impl core::fmt::Debug for Request<'_> {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
           }
         },
+        Body::ReplicaFetch => {
+          if let Some(x) = self.body_as_replica_fetch() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
         _ => {
           let x: Option<()> = None;
           ds.field("body", &x)
@@ -4457,7 +4897,7 @@ impl core::fmt::Debug for Request<'_> {
 pub enum AnswerOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
-/// The answer: `error_code` 0 or a Kafka error code.
+/// The answer: `error_code` 0 or a Kafka error code; for a ReplicaFetch, what the leader has.
 pub struct Answer<'a> {
   pub _tab: flatbuffers::Table<'a>,
 }
@@ -4473,6 +4913,12 @@ impl<'a> flatbuffers::Follow<'a> for Answer<'a> {
 impl<'a> Answer<'a> {
   pub const VT_REQUEST_ID: flatbuffers::VOffsetT = 4;
   pub const VT_ERROR_CODE: flatbuffers::VOffsetT = 6;
+  pub const VT_HIGH_WATERMARK: flatbuffers::VOffsetT = 8;
+  pub const VT_LOG_START: flatbuffers::VOffsetT = 10;
+  pub const VT_DIVERGING_EPOCH: flatbuffers::VOffsetT = 12;
+  pub const VT_DIVERGING_END_OFFSET: flatbuffers::VOffsetT = 14;
+  pub const VT_RECORDS: flatbuffers::VOffsetT = 16;
+  pub const VT_REPLICA: flatbuffers::VOffsetT = 18;
 
   #[inline]
   pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
@@ -4481,11 +4927,17 @@ impl<'a> Answer<'a> {
   #[allow(unused_mut)]
   pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
     _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
-    args: &'args AnswerArgs
+    args: &'args AnswerArgs<'args>
   ) -> flatbuffers::WIPOffset<Answer<'bldr>> {
     let mut builder = AnswerBuilder::new(_fbb);
+    builder.add_diverging_end_offset(args.diverging_end_offset);
+    builder.add_log_start(args.log_start);
+    builder.add_high_watermark(args.high_watermark);
     builder.add_request_id(args.request_id);
+    if let Some(x) = args.records { builder.add_records(x); }
+    builder.add_diverging_epoch(args.diverging_epoch);
     builder.add_error_code(args.error_code);
+    builder.add_replica(args.replica);
     builder.finish()
   }
 
@@ -4504,6 +4956,53 @@ impl<'a> Answer<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<i16>(Answer::VT_ERROR_CODE, Some(0)).unwrap()}
   }
+  /// ReplicaFetch: the leader's high watermark and log start offset.
+  #[inline]
+  pub fn high_watermark(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(Answer::VT_HIGH_WATERMARK, Some(-1)).unwrap()}
+  }
+  #[inline]
+  pub fn log_start(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(Answer::VT_LOG_START, Some(-1)).unwrap()}
+  }
+  /// ReplicaFetch: the follower's log diverged from the leader's: the largest epoch the
+  /// leader knows at or below the follower's last one, and where it ends (-1: no divergence).
+  #[inline]
+  pub fn diverging_epoch(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(Answer::VT_DIVERGING_EPOCH, Some(-1)).unwrap()}
+  }
+  #[inline]
+  pub fn diverging_end_offset(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(Answer::VT_DIVERGING_END_OFFSET, Some(-1)).unwrap()}
+  }
+  /// ReplicaFetch: whole batches from the offset asked, as the leader's log holds them.
+  #[inline]
+  pub fn records(&self) -> Option<flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, u8>>>(Answer::VT_RECORDS, None)}
+  }
+  /// Whether the answer is a ReplicaFetch's (its fields above are meaningful).
+  #[inline]
+  pub fn replica(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(Answer::VT_REPLICA, Some(false)).unwrap()}
+  }
 }
 
 impl flatbuffers::Verifiable for Answer<'_> {
@@ -4515,20 +5014,38 @@ impl flatbuffers::Verifiable for Answer<'_> {
     v.visit_table(pos)?
      .visit_field::<u64>("request_id", Self::VT_REQUEST_ID, false)?
      .visit_field::<i16>("error_code", Self::VT_ERROR_CODE, false)?
+     .visit_field::<i64>("high_watermark", Self::VT_HIGH_WATERMARK, false)?
+     .visit_field::<i64>("log_start", Self::VT_LOG_START, false)?
+     .visit_field::<i32>("diverging_epoch", Self::VT_DIVERGING_EPOCH, false)?
+     .visit_field::<i64>("diverging_end_offset", Self::VT_DIVERGING_END_OFFSET, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, u8>>>("records", Self::VT_RECORDS, false)?
+     .visit_field::<bool>("replica", Self::VT_REPLICA, false)?
      .finish();
     Ok(())
   }
 }
-pub struct AnswerArgs {
+pub struct AnswerArgs<'a> {
     pub request_id: u64,
     pub error_code: i16,
+    pub high_watermark: i64,
+    pub log_start: i64,
+    pub diverging_epoch: i32,
+    pub diverging_end_offset: i64,
+    pub records: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, u8>>>,
+    pub replica: bool,
 }
-impl<'a> Default for AnswerArgs {
+impl<'a> Default for AnswerArgs<'a> {
   #[inline]
   fn default() -> Self {
     AnswerArgs {
       request_id: 0,
       error_code: 0,
+      high_watermark: -1,
+      log_start: -1,
+      diverging_epoch: -1,
+      diverging_end_offset: -1,
+      records: None,
+      replica: false,
     }
   }
 }
@@ -4545,6 +5062,30 @@ impl<'a: 'b, 'b> AnswerBuilder<'a, 'b> {
   #[inline]
   pub fn add_error_code(&mut self, error_code: i16) {
     self.fbb_.push_slot::<i16>(Answer::VT_ERROR_CODE, error_code, 0);
+  }
+  #[inline]
+  pub fn add_high_watermark(&mut self, high_watermark: i64) {
+    self.fbb_.push_slot::<i64>(Answer::VT_HIGH_WATERMARK, high_watermark, -1);
+  }
+  #[inline]
+  pub fn add_log_start(&mut self, log_start: i64) {
+    self.fbb_.push_slot::<i64>(Answer::VT_LOG_START, log_start, -1);
+  }
+  #[inline]
+  pub fn add_diverging_epoch(&mut self, diverging_epoch: i32) {
+    self.fbb_.push_slot::<i32>(Answer::VT_DIVERGING_EPOCH, diverging_epoch, -1);
+  }
+  #[inline]
+  pub fn add_diverging_end_offset(&mut self, diverging_end_offset: i64) {
+    self.fbb_.push_slot::<i64>(Answer::VT_DIVERGING_END_OFFSET, diverging_end_offset, -1);
+  }
+  #[inline]
+  pub fn add_records(&mut self, records: flatbuffers::WIPOffset<flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(Answer::VT_RECORDS, records);
+  }
+  #[inline]
+  pub fn add_replica(&mut self, replica: bool) {
+    self.fbb_.push_slot::<bool>(Answer::VT_REPLICA, replica, false);
   }
   #[inline]
   pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> AnswerBuilder<'a, 'b> {
@@ -4566,6 +5107,12 @@ impl core::fmt::Debug for Answer<'_> {
     let mut ds = f.debug_struct("Answer");
       ds.field("request_id", &self.request_id());
       ds.field("error_code", &self.error_code());
+      ds.field("high_watermark", &self.high_watermark());
+      ds.field("log_start", &self.log_start());
+      ds.field("diverging_epoch", &self.diverging_epoch());
+      ds.field("diverging_end_offset", &self.diverging_end_offset());
+      ds.field("records", &self.records());
+      ds.field("replica", &self.replica());
       ds.finish()
   }
 }

@@ -100,6 +100,7 @@ pub(super) async fn load_state(
         tombstone_due_ms,
         cleaning: false,
         txns: Default::default(),
+        truncations: 0,
         epochs,
     };
     Ok((state, recovered.report))
@@ -154,25 +155,22 @@ impl PartitionLog {
     /// leader's. Segments after the cut are deleted, the cut segment is trimmed and becomes the
     /// active one, and the state is reloaded from the files (producers, transactions, indexes
     /// and the epoch cache follow). Returns the new log end offset. Refused below the log start
-    /// offset (a replica that far behind is rebuilt from the leader instead).
+    /// offset (a replica that far behind is rebuilt from the leader instead). Only a replica
+    /// that serves no client truncates (a follower, or a deposed leader): reads during the
+    /// reload may see the transaction state incomplete. A failure once the files are being
+    /// changed fails the partition (KAFKA_STORAGE_ERROR until it is reopened).
     pub async fn truncate_to(&self, offset: Offset) -> io::Result<Offset> {
-        let _permit = self.lock_appends().await?;
-        {
-            let st = self.inner.state.borrow();
-            if offset >= st.log.log_end() {
-                return Ok(st.log.log_end());
+        // A compaction pass swaps segments: wait for it without holding up appends, then keep
+        // the next one out while cutting.
+        let _permit = loop {
+            while self.inner.state.borrow().cleaning {
+                glommio::timer::sleep(Duration::from_millis(10)).await;
             }
-            if offset < st.log.log_start() {
-                return Err(io::Error::other(format!(
-                    "cannot truncate to {offset}: below the log start offset {}",
-                    st.log.log_start()
-                )));
+            let permit = self.lock_appends().await?;
+            if self.claim(|st| &mut st.cleaning) {
+                break permit;
             }
-        }
-        // One compaction pass at a time swaps segments; keep the next one out while cutting.
-        while !self.claim(|st| &mut st.cleaning) {
-            glommio::timer::sleep(Duration::from_millis(10)).await;
-        }
+        };
         let result = self.truncate_locked(offset).await;
         self.inner.state.borrow_mut().cleaning = false;
         self.inner.durable_changed.notify(usize::MAX);
@@ -187,6 +185,18 @@ impl PartitionLog {
     }
 
     async fn truncate_locked(&self, offset: Offset) -> io::Result<Offset> {
+        {
+            let st = self.inner.state.borrow();
+            if offset >= st.log.log_end() {
+                return Ok(st.log.log_end());
+            }
+            if offset < st.log.log_start() {
+                return Err(io::Error::other(format!(
+                    "cannot truncate to {offset}: below the log start offset {}",
+                    st.log.log_start()
+                )));
+            }
+        }
         // Everything written is synced and no sync round runs while the files change.
         loop {
             self.flush().await?;
@@ -196,8 +206,28 @@ impl PartitionLog {
             }
             listener.await;
         }
-        let (writer, loc, later, config) = {
-            let st = self.inner.state.borrow();
+        let result = self.cut_and_reload(offset).await;
+        let mut st = self.inner.state.borrow_mut();
+        st.syncing = false;
+        drop(st);
+        match result {
+            Ok(Some(end)) => Ok(end),
+            // Refused before anything changed.
+            Ok(None) => Err(io::Error::other(format!(
+                "cannot truncate to {offset}: the batch holding it starts below the log start \
+                 offset {}",
+                self.log_start()
+            ))),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// The cut itself, with appends, compaction and sync rounds held off. `Ok(None)`: refused
+    /// before any change (the cut would land below the log start offset).
+    async fn cut_and_reload(&self, offset: Offset) -> io::Result<Option<Offset>> {
+        let (loc, later, config, log_start, first_dirty, due) = {
+            let mut st = self.inner.state.borrow_mut();
+            st.truncations += 1;
             let loc = st
                 .log
                 .locate(offset)
@@ -208,22 +238,42 @@ impl PartitionLog {
                 .map(|s| s.base)
                 .filter(|&b| b > loc.segment_base)
                 .collect();
-            (st.writer.clone(), loc, later, st.log.config().clone())
+            (
+                loc,
+                later,
+                st.log.config().clone(),
+                st.log.log_start(),
+                st.first_dirty,
+                st.tombstone_due_ms,
+            )
         };
-        writer.finish().await?;
         let dir = self.inner.dir.clone();
+        let path = dir.join(log_file_name(loc.segment_base));
+        let (cut_at, cut_base) = glommio::executor()
+            .spawn_blocking(move || find_cut(&path, loc.position, offset))
+            .await?;
+        if cut_base < log_start {
+            return Ok(None);
+        }
+        let writer = self.inner.state.borrow().writer.clone();
+        writer.finish().await?;
+        let d = dir.clone();
         glommio::executor()
-            .spawn_blocking(move || cut_files(&dir, loc.segment_base, loc.position, offset, later))
+            .spawn_blocking(move || -> io::Result<()> {
+                if first_dirty > cut_base {
+                    // Compaction must look at what is appended from the cut on again.
+                    crate::storage::cleaner::write_checkpoint(&d, cut_base, due)?;
+                }
+                cut_files(&d, loc.segment_base, cut_at, later)
+            })
             .await?;
         let (mut state, _) = load_state(&self.inner.dir, config, &self.inner.options).await?;
         state.cleaning = true;
+        state.syncing = true;
         let new_end = state.log.log_end();
-        let (first_dirty, due) = {
-            let st = self.inner.state.borrow();
-            (st.first_dirty.min(new_end), st.tombstone_due_ms)
-        };
-        state.first_dirty = first_dirty;
+        state.first_dirty = first_dirty.min(new_end);
         state.tombstone_due_ms = due;
+        state.truncations = self.inner.state.borrow().truncations;
         let old = std::mem::replace(&mut *self.inner.state.borrow_mut(), state);
         drop(old);
         self.rebuild_producers().await?;
@@ -231,27 +281,14 @@ impl PartitionLog {
         // The epoch cache reloaded from its file was cut at the new log end; save that.
         self.save_epochs().await?;
         tracing::info!(dir = %self.inner.dir.display(), %offset, %new_end, "truncated the log");
-        Ok(new_end)
+        Ok(Some(new_end))
     }
 }
 
-/// Deletes every segment in `later` (newest first), then trims segment `base` at the first
-/// batch (at or after byte `from`) that holds an offset at or past `offset` and drops its
-/// index files (recovery rebuilds them for the active segment). In that order, a crash at
-/// any point leaves a log that is a prefix of the old one, without a gap.
-fn cut_files(
-    dir: &Path,
-    base: Offset,
-    from: u64,
-    offset: Offset,
-    later: Vec<Offset>,
-) -> io::Result<()> {
-    for &b in later.iter().rev() {
-        remove_segment_files(dir, b)?;
-    }
-    sync_dir(dir)?;
-    let path = dir.join(log_file_name(base));
-    let mut file = fs::OpenOptions::new().read(true).write(true).open(&path)?;
+/// Where segment `path` is cut for `offset`: the position and base offset of the first batch
+/// (at or after byte `from`) that holds an offset at or past it (the file's end if none).
+fn find_cut(path: &Path, from: u64, offset: Offset) -> io::Result<(u64, Offset)> {
+    let mut file = fs::File::open(path)?;
     let len = file.metadata()?.len();
     let mut pos = from;
     let mut header = [0u8; HEADER_BYTES];
@@ -260,14 +297,29 @@ fn cut_files(
         file.read_exact(&mut header)?;
         let h = batch::BatchHeader::parse(&header).map_err(io::Error::other)?;
         let total = peek_total_len(&header)
+            .filter(|&n| n > 0)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad batch length"))?
             as u64;
-        if h.last_offset() >= offset.0 || total == 0 {
-            break;
+        if h.last_offset() >= offset.0 {
+            return Ok((pos, Offset(h.base_offset)));
         }
         pos += total;
     }
-    file.set_len(pos.min(len))?;
+    Ok((pos.min(len), offset))
+}
+
+/// Deletes every segment in `later` (newest first), then trims segment `base` to `cut_at`
+/// bytes and drops its index files (recovery rebuilds them for the active segment). In that
+/// order, a crash at any point leaves a log that is a prefix of the old one, without a gap.
+fn cut_files(dir: &Path, base: Offset, cut_at: u64, later: Vec<Offset>) -> io::Result<()> {
+    for &b in later.iter().rev() {
+        remove_segment_files(dir, b)?;
+    }
+    sync_dir(dir)?;
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(log_file_name(base)))?;
+    file.set_len(cut_at)?;
     file.sync_all()?;
     for name in [
         index_file_name(base),

@@ -90,9 +90,9 @@ fn write_checkpoint(dir: &Path, entries: &[(i32, i64)]) -> io::Result<()> {
 
 impl PartitionLog {
     /// A follower's append: the batch keeps the leader's base offset, epoch and bytes. Refused
-    /// unless it starts at this log's end and its epoch is not older than the latest here
-    /// (validated like a client's batch: magic, lengths, CRC-32C). A new epoch is written to
-    /// the epoch cache on disk before the batch. Producer and transaction state follow the
+    /// if it starts below this log's end (a gap is fine: compaction leaves them on the
+    /// leader); validated like a client's batch (magic, lengths, CRC-32C). A newer epoch is
+    /// written to the epoch cache on disk before the batch. Producer and transaction state follow the
     /// batch as on the leader, so a retried batch is still recognised after a failover.
     pub async fn append_replica(
         &self,
@@ -109,26 +109,22 @@ impl PartitionLog {
             let st = self.inner.state.borrow();
             (st.log.log_end(), st.epochs.cache.clone())
         };
-        if header.base_offset != end.0 {
+        if header.base_offset < end.0 {
             return Err(AppendError::Replica(format!(
-                "base offset {} is not the log end {end}",
+                "base offset {} is below the log end {end}",
                 header.base_offset
             )));
         }
+        // Only a newer epoch adds an entry, as in Kafka's `LeaderEpochFileCache.assign`: a
+        // batch no leader stamped (written on a single node, or before replication) carries
+        // whatever its producer put there (librdkafka 0, the Java client -1).
         let epoch = header.partition_leader_epoch;
-        match cache.latest() {
-            Some((latest, _)) if epoch < latest => Err(AppendError::Replica(format!(
-                "leader epoch {epoch} is older than this log's latest epoch {latest}"
-            ))),
-            Some((latest, _)) if epoch == latest => Ok(()),
-            // Written before the partition was replicated: no epoch to record.
-            _ if epoch < 0 => Ok(()),
-            _ => {
-                let mut cache = cache;
-                cache.assign(epoch, end.0);
-                self.persist_epochs(cache).await.map_err(AppendError::Io)
-            }
+        if epoch < 0 || cache.latest().is_some_and(|(latest, _)| epoch <= latest) {
+            return Ok(());
         }
+        let mut cache = cache;
+        cache.assign(epoch, header.base_offset);
+        self.persist_epochs(cache).await.map_err(AppendError::Io)
     }
 
     /// This replica leads `epoch` from now on: the epoch starts at the log end (recorded on
