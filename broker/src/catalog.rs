@@ -179,6 +179,14 @@ impl TopicMeta {
             .is_some_and(|v| v == "true")
     }
 
+    /// `min.insync.replicas` (Kafka's default 1).
+    pub fn min_insync_replicas(&self) -> usize {
+        self.configs
+            .get("min.insync.replicas")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1)
+    }
+
     /// `max.message.bytes`: the largest batch a producer may send (Kafka's default).
     pub fn max_message_bytes(&self) -> usize {
         self.configs

@@ -328,10 +328,18 @@ async fn broker_messages(
                         continue;
                     }
                 };
-                let (shard, rx) = match to_shard(req, shards) {
+                let (shard, rx) = match to_shard(req, shards, from) {
                     Ok(routed) => routed,
                     Err(why) => {
                         warn!(peer = from, %why, "broker request refused");
+                        let answer = broker_rpc::encode_answer(&BrokerAnswer {
+                            request_id: id,
+                            error: Some(ErrorCode::InvalidRequest),
+                            replica: None,
+                        });
+                        if let Err(why) = driver.send_to(from, Channel::BrokerAnswer, &answer) {
+                            debug!(peer = from, %why, "broker answer not sent");
+                        }
                         continue;
                     }
                 };
@@ -367,8 +375,14 @@ type ShardAnswer = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<Option<broker_rpc::ReplicaData>, ErrorCode>>>,
 >;
 
-/// The shard message for a broker request (to the partition's shard) and its answer.
-fn to_shard(req: BrokerRequest, shards: usize) -> Result<(usize, (ShardMsg, ShardAnswer)), String> {
+/// The shard message for a broker request (to the partition's shard) and its answer. A
+/// replica fetch speaks for its sender only (the transport authenticated `from`): the replica
+/// it names must be `from`.
+fn to_shard(
+    req: BrokerRequest,
+    shards: usize,
+    from: i32,
+) -> Result<(usize, (ShardMsg, ShardAnswer)), String> {
     match req {
         BrokerRequest::TxnMarker {
             topic,
@@ -403,7 +417,10 @@ fn to_shard(req: BrokerRequest, shards: usize) -> Result<(usize, (ShardMsg, Shar
             last_epoch,
             max_bytes,
         } => {
-            if partition < 0 || offset < 0 || max_bytes <= 0 {
+            if replica != from {
+                return Err(format!("node {from} fetched for replica {replica}"));
+            }
+            if partition < 0 || offset < 0 || max_bytes <= 0 || leader_epoch < 0 {
                 return Err(format!(
                     "replica fetch of {topic}-{partition} at {offset} for {max_bytes} bytes"
                 ));

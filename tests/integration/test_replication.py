@@ -5,10 +5,12 @@ leader over the QUIC cluster link), behind `STRAND_REPLICATION_PREVIEW=1`.
 - followers copy the leader's log byte for byte (the batches in each node's segment files
   are identical, offsets and leader epochs included);
 - the leader killed with kill -9: a follower leads (from the ISR) with every record that was
-  replicated, takes new records, and the old leader, restarted, follows it and converges.
-Not yet covered (not built yet): acks=all waiting for the ISR, the high watermark over the
-ISR, ISR shrink and growth, divergent logs truncated in a live cluster (the storage and the
-truncation rule have their own tests).
+  replicated, takes new records, and the old leader, restarted, follows it and converges;
+- acks=all is answered once the ISR has the batch; min.insync.replicas refuses acks=all
+  (NOT_ENOUGH_REPLICAS) while a follower is out of the ISR, acks=1 goes on; the follower,
+  restarted, is added back through AlterPartition.
+Not yet covered: ISR shrink by lag (`replica.lag.time.max.ms`, 30 s), divergent logs
+truncated in a live cluster (the storage and the truncation rule have their own tests).
 """
 import glob
 import os
@@ -20,6 +22,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import kafka_raw
 from test_cluster import NODES, Cluster
 
 
@@ -113,3 +116,45 @@ def test_followers_copy_the_leader_and_take_over_after_a_kill(cluster):
                          lambda: alike(0), limit_s=60)
     epochs = [struct.unpack(">i", b[12:16])[0] for b in logs[0]]
     assert epochs[0] == 0 and epochs[-1] > 0, epochs
+
+
+def one_record(value):
+    return kafka_raw.batch(kafka_raw.record(0, b"k", value), 1, 0)
+
+
+def test_acks_all_waits_for_the_isr_and_min_insync_replicas_holds(cluster):
+    """The high watermark is the lowest log end over the ISR: a consumer sees a record only
+    once every in-sync replica has it. A follower killed leaves the ISR when it is fenced;
+    with min.insync.replicas=3 an acks=all produce is then NOT_ENOUGH_REPLICAS (19) while
+    acks=1 still succeeds; restarted, the follower catches up and the leader asks the
+    controller to add it back (AlterPartition): the ISR is 3 again and acks=all succeeds."""
+    cluster.until("three brokers live", cluster.formed, limit_s=60)
+    topic = "isr-" + uuid.uuid4().hex[:6]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3,
+                                  config={"min.insync.replicas": "3"})],
+                        operation_timeout=20)[topic].result(timeout=30)
+    part = cluster.until("a leader and a full ISR", lambda: (lambda q: q if q.leader in NODES
+                         and len(q.isrs) == 3 else None)(partition_md(cluster, 1, topic, 0)),
+                         limit_s=60)
+    leader = part.leader
+    port = cluster.brokers[leader].port
+    assert kafka_raw.produce(port, topic, one_record(b"first")) == 0
+    got = read_all(cluster.brokers[leader].bootstrap, topic, 0, 1)
+    assert [v for _, v in got] == [b"first"], got
+
+    follower = next(n for n in NODES if n != leader)
+    cluster.brokers[follower].kill9()
+    cluster.until(f"node {follower} out of the ISR", lambda: sorted(
+        partition_md(cluster, leader, topic, 0).isrs) == sorted(
+            n for n in NODES if n != follower), limit_s=60)
+    assert kafka_raw.produce(port, topic, one_record(b"refused")) == 19, "NOT_ENOUGH_REPLICAS"
+    ok = kafka_raw.call(port, kafka_raw.produce_v3(topic, one_record(b"acks-1"), acks=1))
+    assert kafka_raw.produce_error(ok) == 0
+
+    cluster.brokers[follower].start()
+    cluster.until(f"node {follower} back in the ISR", lambda: sorted(
+        partition_md(cluster, leader, topic, 0).isrs) == list(NODES), limit_s=60)
+    assert kafka_raw.produce(port, topic, one_record(b"last")) == 0
+    got = read_all(cluster.brokers[leader].bootstrap, topic, 0, 3)
+    assert [v for _, v in got] == [b"first", b"acks-1", b"last"], got

@@ -25,6 +25,8 @@ pub struct PartitionView {
     pub leader_epoch: i32,
     pub replicas: Vec<Replica>,
     pub isr: Vec<NodeId>,
+    /// Bumped by every change of leader or ISR (an AlterPartition names the one it changes).
+    pub partition_epoch: i32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +97,7 @@ impl ClusterView {
                         leader_epoch: p.leader_epoch,
                         replicas: p.replicas.clone(),
                         isr: p.isr.clone(),
+                        partition_epoch: p.partition_epoch,
                     })
                     .collect::<Vec<_>>();
                 debug_assert!(

@@ -99,7 +99,7 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest, version: i16) -> Optio
                                 drop(permit);
                                 return Appended::refused(code, record_errors);
                             }
-                            let completion = node.produce(tp, batch, durable).await;
+                            let completion = node.produce(tp, batch, durable, acks == -1).await;
                             drop(permit);
                             Appended {
                                 completion,

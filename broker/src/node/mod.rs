@@ -37,6 +37,7 @@ mod cluster;
 pub mod group_service;
 mod partition_ops;
 mod replica_fetcher;
+mod replica_leader;
 pub use replica_fetcher::ReplicaFetchArgs;
 pub mod txn_service;
 pub use cluster::SINGLE_NODE_ID;
@@ -69,6 +70,8 @@ pub enum ShardMsg {
         tp: TopicPartition,
         batch: BytesMut,
         durable: bool,
+        /// acks=-1: in a replicated partition, answered once the ISR holds the batch.
+        acks_all: bool,
         /// When it was sent (the owner records the hop).
         sent_at: std::time::Instant,
         appended: oneshot::Sender<()>,
@@ -209,6 +212,10 @@ pub struct Node {
     pub stages: Rc<RefCell<crate::stages::Stages>>,
     /// Partitions this shard follows (cluster mode): each has a fetcher task.
     followers: RefCell<HashMap<TopicPartition, replica_fetcher::Following>>,
+    /// Partitions this shard leads with replicas on other nodes.
+    leaders: RefCell<HashMap<TopicPartition, replica_leader::Led>>,
+    /// Whether the replication ticker runs (`replica_leader`).
+    replication_ticking: std::cell::Cell<bool>,
 }
 
 /// What a produce resolves to once the batch is as durable as asked.
@@ -248,6 +255,8 @@ impl Node {
             fetch_sessions: RefCell::new(fetch_sessions),
             stages: Rc::new(RefCell::new(crate::stages::Stages::new())),
             followers: RefCell::new(HashMap::new()),
+            leaders: RefCell::new(HashMap::new()),
+            replication_ticking: std::cell::Cell::new(false),
         })
     }
 
@@ -306,6 +315,7 @@ impl Node {
                 tp,
                 batch,
                 durable,
+                acks_all,
                 sent_at,
                 appended,
                 done,
@@ -313,7 +323,7 @@ impl Node {
                 self.stages
                     .borrow_mut()
                     .record_partition(crate::stages::Stage::Hop, sent_at.elapsed());
-                let completion = self.produce_local(&tp, batch, durable).await;
+                let completion = self.produce_local(&tp, batch, durable, acks_all).await;
                 let _ = appended.send(());
                 let _ = done.send(completion.await);
             }
@@ -361,6 +371,7 @@ impl Node {
             ShardMsg::ApplyCatalog { catalog, reply } => {
                 self.apply_catalog(catalog).await;
                 self.follow_leaders();
+                self.sync_leaders();
                 let _ = reply.send(());
             }
             ShardMsg::Catalog {
@@ -382,10 +393,16 @@ impl Node {
     /// Appends a batch to `tp` on whichever shard owns it. Returns once the batch is in the
     /// log (so a later append from the same connection lands after it), with a future that
     /// resolves when the batch is as durable as asked (`durable`: fdatasynced).
-    pub async fn produce(&self, tp: TopicPartition, batch: BytesMut, durable: bool) -> Completion {
+    pub async fn produce(
+        &self,
+        tp: TopicPartition,
+        batch: BytesMut,
+        durable: bool,
+        acks_all: bool,
+    ) -> Completion {
         let owner = self.owner(&tp);
         if owner == self.shard {
-            return self.produce_local(&tp, batch, durable).await;
+            return self.produce_local(&tp, batch, durable, acks_all).await;
         }
         let (appended, appended_rx) = oneshot::channel();
         let (done, done_rx) = oneshot::channel();
@@ -395,6 +412,7 @@ impl Node {
                 tp,
                 batch,
                 durable,
+                acks_all,
                 sent_at: std::time::Instant::now(),
                 appended,
                 done,
@@ -415,6 +433,7 @@ impl Node {
         tp: &TopicPartition,
         batch: BytesMut,
         durable: bool,
+        acks_all: bool,
     ) -> Completion {
         let log = match self.led(tp) {
             Ok(log) => log,
@@ -422,6 +441,11 @@ impl Node {
         };
         if let Err(code) = self.lead_epoch(tp, &log).await {
             return ready(Err(code));
+        }
+        if acks_all {
+            if let Err(code) = self.admit_acks_all(tp, &log) {
+                return ready(Err(code));
+            }
         }
         let started = std::time::Instant::now();
         let result = log.append(batch, crate::runtime::clock::now_ms()).await;
@@ -441,20 +465,28 @@ impl Node {
             }
         };
         let start = log.log_start();
-        if !durable {
+        let replicated = self.track_append(tp, &log, acks_all);
+        if !durable && replicated.is_none() {
             return ready(Ok((base, start)));
         }
         let stages = Rc::clone(&self.stages);
         Box::pin(async move {
-            let waited = std::time::Instant::now();
-            let synced = log.sync_to(next).await;
-            stages
-                .borrow_mut()
-                .record_partition(crate::stages::Stage::FsyncWait, waited.elapsed());
-            match synced {
-                Ok(()) => Ok((base, start)),
-                Err(_) => Err(ErrorCode::KafkaStorageError),
+            if durable {
+                let waited = std::time::Instant::now();
+                let synced = log.sync_to(next).await;
+                stages
+                    .borrow_mut()
+                    .record_partition(crate::stages::Stage::FsyncWait, waited.elapsed());
+                if synced.is_err() {
+                    return Err(ErrorCode::KafkaStorageError);
+                }
             }
+            if let Some(isr_has_it) = replicated {
+                isr_has_it
+                    .await
+                    .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))?;
+            }
+            Ok((base, start))
         })
     }
 
@@ -557,7 +589,11 @@ impl Node {
             log.read(offset, bytes_max).await
         };
         match read {
-            Ok(out) => Ok(out),
+            // Consumers never see past the high watermark of a replicated partition.
+            Ok(out) => Ok(match self.visible_end(tp, &log) {
+                Some(hw) => out.bounded(hw),
+                None => out,
+            }),
             Err(ReadError::OutOfRange { .. }) => Err(ErrorCode::OffsetOutOfRange),
             Err(ReadError::Io(e)) => {
                 warn!(topic = %tp.0, partition = tp.1, error = %e, "read failed");

@@ -46,8 +46,8 @@ impl Node {
         let log = self.led(tp)?;
         match timestamp_ms {
             -2 => Ok((log.log_start(), -1)),
-            -1 if committed => Ok((log.last_stable(), -1)),
-            -1 => Ok((log.log_end(), -1)),
+            -1 if committed => Ok((self.capped(tp, &log, log.last_stable()), -1)),
+            -1 => Ok((self.capped(tp, &log, log.log_end()), -1)),
             -3 => match log.max_timestamp_offset().await {
                 Ok(Some(found)) => Ok(found),
                 Ok(None) => Ok((Offset(-1), -1)),
@@ -95,6 +95,18 @@ impl Node {
                 Err(ErrorCode::KafkaStorageError)
             }
         }
+    }
+
+    /// `offset`, or the high watermark of a replicated partition if that is lower (what
+    /// consumers may see).
+    fn capped(
+        &self,
+        tp: &TopicPartition,
+        log: &crate::storage::PartitionLog,
+        offset: Offset,
+    ) -> Offset {
+        self.visible_end(tp, log)
+            .map_or(offset, |hw| hw.min(offset))
     }
 
     /// OffsetForLeaderEpoch on whichever shard owns `tp`: the largest epoch `<= epoch` the

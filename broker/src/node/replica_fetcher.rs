@@ -7,10 +7,11 @@
 //! (`replication::epoch_cache::truncation`, KIP-101/279). The follower appends with
 //! `append_replica`, which keeps the leader's offsets, epochs and bytes.
 //!
-//! Not yet (see `docs/design/replication-plan.md`): the leader's high watermark over the ISR
-//! (it answers its log end), `acks=all` waiting for the ISR, ISR changes (AlterPartition), a
-//! persisted follower high watermark; replica traffic goes through the controller executor's
-//! link rather than a stream per shard pair, and the records are copied into the message.
+//! The leader counts a fetch's offset (once it is known not to diverge) toward the high
+//! watermark and the ISR (`replica_leader`), and answers its high watermark, which the follower
+//! keeps for when it leads. Not yet (see `docs/design/replication-plan.md`): a persisted
+//! follower high watermark; replica traffic goes through the controller executor's link rather
+//! than a stream per shard pair, and the records are copied into the message.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -36,13 +37,17 @@ pub struct ReplicaFetchArgs {
     pub max_bytes: i32,
 }
 
-/// A partition this shard follows: the leader and epoch its fetcher follows (a fetcher whose
-/// entry changed or went away stops), and the leader's last high watermark.
+/// A partition this shard follows: the leader and epoch its fetcher follows, and which
+/// fetcher it is (a fetcher whose entry changed or went away stops; a partition re-created
+/// under the same name gets a new fetcher even with the same leader and epoch).
 pub(super) struct Following {
     leader: i32,
     epoch: i32,
-    high_watermark: std::cell::Cell<i64>,
+    generation: u64,
 }
+
+/// Fetchers started on this shard so far (each one's `Following::generation`).
+static FETCHERS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Node {
     /// After a catalog change: start a fetcher for every local partition led by another node
@@ -51,6 +56,9 @@ impl Node {
         let Some(view) = self.catalog().cluster.clone() else {
             return;
         };
+        if crate::cluster_config::replication_preview() {
+            self.start_replication_ticker();
+        }
         // Runs after every catalog change: a partition this node leads (every one, without
         // replication) costs a lookup, nothing is copied for it.
         let followed: Vec<(TopicPartition, i32, i32)> = self
@@ -76,51 +84,87 @@ impl Node {
                     .get(&tp)
                     .is_some_and(|f| (f.leader, f.epoch) == (leader, leader_epoch));
                 if !same {
+                    let generation =
+                        FETCHERS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                     followers.insert(
                         tp.clone(),
                         Following {
                             leader,
                             epoch: leader_epoch,
-                            high_watermark: std::cell::Cell::new(0),
+                            generation,
                         },
                     );
-                    started.push((tp, leader, leader_epoch));
+                    started.push((tp, leader, leader_epoch, generation));
                 }
             }
             followers.retain(|tp, _| keep.contains(tp));
         }
-        for (tp, leader, epoch) in started {
+        for (tp, leader, epoch, generation) in started {
             let me = Rc::clone(self);
-            glommio::spawn_local(async move { me.follow(tp, leader, epoch).await }).detach();
+            glommio::spawn_local(async move { me.follow(tp, leader, epoch, generation).await })
+                .detach();
         }
     }
 
-    fn still_following(&self, tp: &TopicPartition, leader: i32, epoch: i32) -> bool {
-        self.followers
+    /// Whether fetcher `generation` still follows `leader` at `epoch` for `tp`: its registry
+    /// entry is its own and the view this shard serves says so too (the registry is updated
+    /// after a catalog change has been applied; meanwhile the view may already make this node
+    /// the leader, and a fetcher must never write to a log clients write to).
+    fn still_following(
+        &self,
+        tp: &TopicPartition,
+        leader: i32,
+        epoch: i32,
+        generation: u64,
+    ) -> bool {
+        let mine = self
+            .followers
             .borrow()
             .get(tp)
-            .is_some_and(|f| (f.leader, f.epoch) == (leader, epoch))
+            .is_some_and(|f| f.generation == generation);
+        mine && self
+            .catalog()
+            .cluster
+            .as_ref()
+            .and_then(|v| v.partition(&tp.0, tp.1))
+            .is_some_and(|p| (p.leader, p.leader_epoch) == (leader, epoch))
     }
 
     /// One partition's fetcher: fetch, append (or truncate), repeat, until the partition is
     /// led by someone else or at another epoch (a new fetcher takes over) or goes away.
-    async fn follow(self: Rc<Self>, tp: TopicPartition, leader: i32, epoch: i32) {
+    async fn follow(self: Rc<Self>, tp: TopicPartition, leader: i32, epoch: i32, generation: u64) {
+        self.fetch_loop(&tp, leader, epoch, generation).await;
+        // Gone for good unless a newer fetcher took the entry over: a later catalog change
+        // may start another.
+        let mut followers = self.followers.borrow_mut();
+        if followers
+            .get(&tp)
+            .is_some_and(|f| f.generation == generation)
+        {
+            followers.remove(&tp);
+        }
+    }
+
+    async fn fetch_loop(&self, tp: &TopicPartition, leader: i32, epoch: i32, generation: u64) {
         let Some(handle) = self.shared.cluster.clone() else {
             return;
         };
-        if let Some(log) = self.local(&tp) {
-            log.become_follower();
-        }
         info!(topic = %tp.0, partition = tp.1, leader, epoch, "following the leader");
         let backoff = Duration::from_millis(limits::REPLICA_FETCH_BACKOFF_MS);
-        while self.still_following(&tp, leader, epoch) {
-            let Some(log) = self.local(&tp) else { return };
+        let mut became_follower = false;
+        while self.still_following(tp, leader, epoch, generation) {
+            let Some(log) = self.local(tp) else { return };
+            if !became_follower {
+                log.become_follower();
+                became_follower = true;
+            }
+            let offset = log.log_end().0;
             let req = BrokerRequest::ReplicaFetch {
                 topic: tp.0.clone(),
                 partition: tp.1,
                 replica: handle.node_id,
                 leader_epoch: epoch,
-                offset: log.log_end().0,
+                offset,
                 last_epoch: log.epoch_cache().latest().map_or(-1, |(e, _)| e),
                 max_bytes: limits::REPLICA_FETCH_MAX_BYTES,
             };
@@ -135,33 +179,45 @@ impl Node {
                 glommio::timer::sleep(backoff).await;
                 continue;
             };
-            if !self.still_following(&tp, leader, epoch) {
-                return;
+            // The answer is for this fetcher's log as it was asked about, or it is dropped.
+            let current = self.local(tp);
+            let same_log = current.as_ref().is_some_and(|l| l.is_same(&log));
+            if !self.still_following(tp, leader, epoch, generation)
+                || !same_log
+                || log.log_end().0 != offset
+            {
+                continue;
             }
-            if let Err(e) = self.apply_fetched(&tp, &log, data).await {
-                warn!(topic = %tp.0, partition = tp.1, leader, error = %e, "replica fetch not applied");
-                glommio::timer::sleep(backoff).await;
+            match self.apply_fetched(tp, &log, data).await {
+                Ok(true) => {}
+                // A truncation that cut nothing: the leader's answer does not move this log;
+                // ask again later rather than at once.
+                Ok(false) => glommio::timer::sleep(backoff).await,
+                Err(e) => {
+                    warn!(topic = %tp.0, partition = tp.1, leader, error = %e, "replica fetch not applied");
+                    glommio::timer::sleep(backoff).await;
+                }
             }
         }
     }
 
-    /// Appends what the leader sent, or truncates where the logs diverged.
+    /// Appends what the leader sent, or truncates where the logs diverged. `Ok(false)`: a
+    /// truncation that cut nothing.
     async fn apply_fetched(
         &self,
         tp: &TopicPartition,
         log: &crate::storage::PartitionLog,
         data: ReplicaData,
-    ) -> Result<(), String> {
-        if let Some(f) = self.followers.borrow().get(tp) {
-            f.high_watermark.set(data.high_watermark);
-        }
+    ) -> Result<bool, String> {
+        // This replica's own high watermark (what it knew before this answer) bounds a
+        // truncation when the leader knows no epoch of it.
+        let hw = log.replica_high_watermark();
         if let Some(leader_answer) = data.diverging {
-            let hw = self
-                .followers
-                .borrow()
-                .get(tp)
-                .map_or(0, |f| f.high_watermark.get());
-            let cut = truncation(&log.epoch_cache(), log.log_end().0, hw, leader_answer);
+            let end = log.log_end().0;
+            let cut = truncation(&log.epoch_cache(), end, hw, leader_answer);
+            if cut.offset >= end {
+                return Ok(false);
+            }
             info!(
                 topic = %tp.0, partition = tp.1, ?leader_answer, to = cut.offset,
                 "truncating where this replica's log diverged from the leader's"
@@ -169,7 +225,7 @@ impl Node {
             log.truncate_to(Offset(cut.offset))
                 .await
                 .map_err(|e| e.to_string())?;
-            return Ok(());
+            return Ok(true);
         }
         for (_, start, end) in split_batches(&data.records) {
             let batch = BytesMut::from(&data.records[start..end]);
@@ -177,7 +233,8 @@ impl Node {
                 .await
                 .map_err(|e| e.to_string())?;
         }
-        Ok(())
+        log.set_replica_high_watermark(data.high_watermark.min(log.log_end().0));
+        Ok(true)
     }
 
     /// The leader's side of a follower's fetch: refused unless this node leads the partition
@@ -190,7 +247,14 @@ impl Node {
         fetch: ReplicaFetchArgs,
     ) -> Result<ReplicaData, ErrorCode> {
         let log = self.led(tp)?;
+        if fetch.leader_epoch < 0 {
+            return Err(ErrorCode::InvalidRequest);
+        }
         self.check_leader_epoch(&tp.0, tp.1, fetch.leader_epoch)?;
+        // The epoch this node leads starts here now if nothing was appended in it yet: the
+        // divergence check below needs it in the cache (as Kafka's leader records it when it
+        // becomes leader).
+        self.lead_epoch(tp, &log).await?;
         let is_replica = self
             .catalog()
             .cluster
@@ -201,11 +265,13 @@ impl Node {
             return Err(ErrorCode::NotLeaderOrFollower);
         }
         let answer = |log: &crate::storage::PartitionLog| ReplicaData {
-            high_watermark: log.log_end().0,
+            high_watermark: self.visible_end(tp, log).unwrap_or(log.log_end()).0,
             log_start: log.log_start().0,
             diverging: None,
             records: Vec::new(),
         };
+        // A diverging follower's offset says nothing about what it holds in common with this
+        // log: it does not count for the high watermark (as in Kafka).
         if fetch.last_epoch >= 0 {
             let (epoch, end) = log.end_offset_for(fetch.last_epoch);
             if epoch != fetch.last_epoch || end < fetch.offset {
@@ -219,6 +285,7 @@ impl Node {
         if offset < log.log_start() || offset > log.log_end() {
             return Err(ErrorCode::OffsetOutOfRange);
         }
+        self.follower_fetched(tp, &log, fetch.replica, fetch.offset);
         if offset == log.log_end() {
             let appended = log.appended();
             if offset == log.log_end() {

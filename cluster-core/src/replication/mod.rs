@@ -120,6 +120,16 @@ impl PartitionLeader {
         self.high_watermark
     }
 
+    /// The leader's node id.
+    pub fn me(&self) -> NodeId {
+        self.me
+    }
+
+    /// The leader's log end offset as last told.
+    pub fn log_end(&self) -> i64 {
+        self.log_end
+    }
+
     pub fn isr(&self) -> &[NodeId] {
         &self.isr
     }

@@ -25,6 +25,8 @@ pub const EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
 pub(crate) struct Epochs {
     pub(crate) cache: EpochCache,
     pub(crate) leading: Option<i32>,
+    /// As a follower: the leader's high watermark last heard (not persisted yet).
+    pub(crate) high_watermark: i64,
 }
 
 /// Loads the checkpoint; a missing file is an empty cache, a damaged one too (with a warning:
@@ -37,7 +39,7 @@ pub(super) fn read_checkpoint(dir: &Path) -> Epochs {
     match parse_checkpoint(&text).and_then(EpochCache::from_entries) {
         Ok(cache) => Epochs {
             cache,
-            leading: None,
+            ..Epochs::default()
         },
         Err(why) => {
             tracing::warn!(dir = %dir.display(), %why, "ignoring a damaged leader-epoch checkpoint");
@@ -154,6 +156,25 @@ impl PartitionLog {
     /// This replica no longer leads: batches appended from now on come from a leader.
     pub fn become_follower(&self) {
         self.inner.state.borrow_mut().epochs.leading = None;
+    }
+
+    /// As a follower: the leader's high watermark, as last heard (0 after a restart).
+    pub fn replica_high_watermark(&self) -> i64 {
+        self.inner.state.borrow().epochs.high_watermark
+    }
+
+    pub fn set_replica_high_watermark(&self, high_watermark: i64) {
+        self.inner.state.borrow_mut().epochs.high_watermark = high_watermark;
+    }
+
+    /// Whether both handles are the same partition log (not a re-created one).
+    pub fn is_same(&self, other: &PartitionLog) -> bool {
+        std::rc::Rc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Wakes reads waiting for something new (the high watermark moved).
+    pub fn notify_readers(&self) {
+        self.inner.appended.notify(usize::MAX);
     }
 
     /// The epoch this replica leads in, if any.

@@ -1,0 +1,333 @@
+//! The leader's side of replication (#18, preview): a `PartitionLeader` (the sans-IO rules in
+//! `strand_cluster_core::replication`) per partition this node leads with replicas on other
+//! nodes, fed by the log's end after appends, by followers' fetch offsets and by time; its
+//! effects are carried out here: the high watermark wakes waiting consumer fetches, `acks=all`
+//! produce requests complete (NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+//! `min.insync.replicas` meanwhile), and ISR changes go to the controller as AlterPartition —
+//! the leader acts on a new ISR only once the view it applies holds it.
+//!
+//! A partition with one replica has no state here: every path checks for it first, so a
+//! single node and a cluster without replication run exactly as before.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_channel::oneshot;
+use strand_cluster_core::controller::AlterPartition;
+use strand_cluster_core::controller_rpc::Request;
+use strand_cluster_core::replication::{Effect, PartitionLeader};
+use strand_wire::ErrorCode;
+use tracing::{debug, info};
+
+use super::{Node, TopicPartition};
+use crate::limits;
+use crate::storage::{Offset, PartitionLog};
+
+/// One led, replicated partition.
+pub(super) struct Led {
+    /// The leader and partition epochs of the view this state follows.
+    leader_epoch: i32,
+    partition_epoch: i32,
+    core: PartitionLeader,
+    /// `acks=all` requests waiting for the high watermark, by token.
+    waiting: HashMap<u64, oneshot::Sender<Result<(), ErrorCode>>>,
+    next_token: u64,
+    /// An ISR change the core proposed, for the ticker to send.
+    to_propose: Option<Vec<i32>>,
+}
+
+impl Node {
+    /// Whether `tp` is led here with replicas elsewhere; its state is made (or remade, at a
+    /// new leader epoch) from the view: replicas, ISR, the log's end, and the high watermark
+    /// last heard as a follower.
+    fn ensure_led(&self, tp: &TopicPartition, log: &PartitionLog) -> bool {
+        let Some(view) = self.catalog().cluster.clone() else {
+            return false;
+        };
+        let Some(p) = view.partition(&tp.0, tp.1) else {
+            return false;
+        };
+        if p.leader != view.me || p.replicas.len() < 2 || !p.isr.contains(&view.me) {
+            return false;
+        }
+        if let Some(led) = self.leaders.borrow().get(tp) {
+            // (A log shorter than the core knows was truncated by a fetcher that had not
+            // stopped yet when this node became leader: start again from the log.)
+            if led.leader_epoch == p.leader_epoch && led.core.log_end() <= log.log_end().0 {
+                return true;
+            }
+        }
+        let replicas: Vec<i32> = p.replicas.iter().map(|r| r.node).collect();
+        let min_isr = self
+            .catalog()
+            .topics
+            .get(&tp.0)
+            .map_or(1, |t| t.min_insync_replicas());
+        let log_end = log.log_end().0;
+        let hw = log.replica_high_watermark().clamp(0, log_end);
+        let core = PartitionLeader::new(
+            view.me,
+            &replicas,
+            p.isr.clone(),
+            log_end,
+            hw,
+            min_isr,
+            limits::REPLICA_LAG_TIME_MAX_MS,
+            crate::runtime::clock::now_ms().max(0) as u64,
+        );
+        info!(topic = %tp.0, partition = tp.1, epoch = p.leader_epoch, isr = ?p.isr, hw, "leading a replicated partition");
+        let old = self.leaders.borrow_mut().insert(
+            tp.clone(),
+            Led {
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                core,
+                waiting: HashMap::new(),
+                next_token: 0,
+                to_propose: None,
+            },
+        );
+        if let Some(old) = old {
+            for (_, w) in old.waiting {
+                let _ = w.send(Err(ErrorCode::NotLeaderOrFollower));
+            }
+        }
+        true
+    }
+
+    /// Before an `acks=all` append: NOT_ENOUGH_REPLICAS when the committed ISR is below
+    /// `min.insync.replicas`.
+    pub(super) fn admit_acks_all(
+        &self,
+        tp: &TopicPartition,
+        log: &PartitionLog,
+    ) -> Result<(), ErrorCode> {
+        if !self.ensure_led(tp, log) {
+            return Ok(());
+        }
+        self.leaders
+            .borrow()
+            .get(tp)
+            .map_or(Ok(()), |led| led.core.admit_acks_all())
+    }
+
+    /// After an append to `tp`: the core learns the log's end; with `acks_all`, the receiver
+    /// resolves once the ISR holds the batch. `None` when the partition is not replicated.
+    pub(super) fn track_append(
+        &self,
+        tp: &TopicPartition,
+        log: &PartitionLog,
+        acks_all: bool,
+    ) -> Option<oneshot::Receiver<Result<(), ErrorCode>>> {
+        if !self.ensure_led(tp, log) {
+            return None;
+        }
+        let (effects, rx) = {
+            let mut leaders = self.leaders.borrow_mut();
+            let led = leaders.get_mut(tp)?;
+            let (token, rx) = if acks_all {
+                let (tx, rx) = oneshot::channel();
+                led.next_token += 1;
+                led.waiting.insert(led.next_token, tx);
+                (Some(led.next_token), Some(rx))
+            } else {
+                (None, None)
+            };
+            (led.core.appended(log.log_end().0, token), rx)
+        };
+        self.carry_out(tp, effects);
+        rx
+    }
+
+    /// A follower's fetch from `offset` (it holds everything below): the core's view of it,
+    /// and the high watermark to send back (the log end when the partition has no state).
+    pub(super) fn follower_fetched(
+        &self,
+        tp: &TopicPartition,
+        log: &PartitionLog,
+        replica: i32,
+        offset: i64,
+    ) -> i64 {
+        if !self.ensure_led(tp, log) {
+            return log.log_end().0;
+        }
+        let now_ms = crate::runtime::clock::now_ms().max(0) as u64;
+        let (effects, hw) = {
+            let mut leaders = self.leaders.borrow_mut();
+            let Some(led) = leaders.get_mut(tp) else {
+                return log.log_end().0;
+            };
+            let mut effects = led.core.appended(log.log_end().0, None);
+            effects.extend(led.core.fetched(replica, offset, now_ms));
+            (effects, led.core.high_watermark())
+        };
+        self.carry_out(tp, effects);
+        hw
+    }
+
+    /// What consumers may read of `tp`: its high watermark when it is led and replicated.
+    pub(super) fn visible_end(&self, tp: &TopicPartition, log: &PartitionLog) -> Option<Offset> {
+        if !self.ensure_led(tp, log) {
+            return None;
+        }
+        self.leaders
+            .borrow()
+            .get(tp)
+            .map(|led| Offset(led.core.high_watermark()))
+    }
+
+    fn carry_out(&self, tp: &TopicPartition, effects: Vec<Effect>) {
+        let mut moved = false;
+        {
+            let mut leaders = self.leaders.borrow_mut();
+            let Some(led) = leaders.get_mut(tp) else {
+                return;
+            };
+            for e in effects {
+                match e {
+                    Effect::HighWatermark(_) => moved = true,
+                    Effect::Acked { token, result } => {
+                        if let Some(w) = led.waiting.remove(&token) {
+                            let _ = w.send(result);
+                        }
+                    }
+                    Effect::ProposeIsr(isr) => led.to_propose = Some(isr),
+                }
+            }
+        }
+        if moved {
+            // Consumers long-polling at the old high watermark read on.
+            self.shared.appended[self.shard].notify(usize::MAX);
+            if let Some(log) = self.local(tp) {
+                log.notify_readers();
+            }
+        }
+    }
+
+    /// After a catalog change: state for partitions no longer led here at its epoch goes
+    /// (waiting `acks=all` requests get NOT_LEADER_OR_FOLLOWER); a newer partition epoch
+    /// brings the committed ISR to the core.
+    pub(super) fn sync_leaders(&self) {
+        let Some(view) = self.catalog().cluster.clone() else {
+            return;
+        };
+        if self.leaders.borrow().is_empty() {
+            return;
+        }
+        let mut changed = Vec::new();
+        let mut gone = Vec::new();
+        for (tp, led) in self.leaders.borrow().iter() {
+            match view.partition(&tp.0, tp.1) {
+                Some(p)
+                    if p.leader == view.me
+                        && p.leader_epoch == led.leader_epoch
+                        && p.isr.contains(&view.me) =>
+                {
+                    if p.partition_epoch != led.partition_epoch {
+                        changed.push((tp.clone(), p.isr.clone(), p.partition_epoch));
+                    }
+                }
+                _ => gone.push(tp.clone()),
+            }
+        }
+        for tp in gone {
+            if let Some(old) = self.leaders.borrow_mut().remove(&tp) {
+                for (_, w) in old.waiting {
+                    let _ = w.send(Err(ErrorCode::NotLeaderOrFollower));
+                }
+            }
+        }
+        for (tp, isr, partition_epoch) in changed {
+            let effects = {
+                let mut leaders = self.leaders.borrow_mut();
+                let Some(led) = leaders.get_mut(&tp) else {
+                    continue;
+                };
+                led.partition_epoch = partition_epoch;
+                led.to_propose = None;
+                info!(topic = %tp.0, partition = tp.1, ?isr, "ISR committed");
+                led.core.isr_committed(isr)
+            };
+            self.carry_out(&tp, effects);
+        }
+    }
+
+    /// Every `REPLICA_TICK_MS`: ISR members that lag too long are proposed out, and proposed
+    /// ISR changes go to the controller (one at a time per partition; a refusal lets the core
+    /// propose again). Runs for the life of the shard once replication is in use.
+    pub(super) fn start_replication_ticker(self: &Rc<Self>) {
+        if self.replication_ticking.replace(true) {
+            return;
+        }
+        let me = Rc::clone(self);
+        glommio::spawn_local(async move {
+            let period = Duration::from_millis(limits::REPLICA_TICK_MS);
+            loop {
+                glommio::timer::sleep(period).await;
+                me.tick_leaders();
+            }
+        })
+        .detach();
+    }
+
+    fn tick_leaders(self: &Rc<Self>) {
+        let now_ms = crate::runtime::clock::now_ms().max(0) as u64;
+        let tps: Vec<TopicPartition> = self.leaders.borrow().keys().cloned().collect();
+        for tp in tps {
+            let effects = match self.leaders.borrow_mut().get_mut(&tp) {
+                Some(led) => led.core.tick(now_ms),
+                None => continue,
+            };
+            self.carry_out(&tp, effects);
+            let proposal = self.leaders.borrow_mut().get_mut(&tp).and_then(|led| {
+                led.to_propose.take().map(|isr| AlterPartition {
+                    node_id: led.core_me(),
+                    topic: tp.0.clone(),
+                    partition: tp.1,
+                    leader_epoch: led.leader_epoch,
+                    partition_epoch: led.partition_epoch,
+                    isr,
+                })
+            });
+            if let Some(req) = proposal {
+                self.propose_isr(tp, req);
+            }
+        }
+    }
+
+    fn propose_isr(self: &Rc<Self>, tp: TopicPartition, req: AlterPartition) {
+        let Some(handle) = self.shared.cluster.clone() else {
+            return;
+        };
+        let me = Rc::clone(self);
+        info!(topic = %tp.0, partition = tp.1, isr = ?req.isr, "asking the controller for an ISR change");
+        glommio::spawn_local(async move {
+            let answer = handle.call(Request::AlterPartition(req)).await;
+            if let Some((code, message)) = &answer.error {
+                debug!(topic = %tp.0, partition = tp.1, ?code, %message, "ISR change refused");
+            }
+            // Accepted: the view that holds it reached this shard before the answer did
+            // (`sync_leaders` gave it to the core). Refused, or nothing to change: the core
+            // may propose again.
+            let epoch_now = me
+                .catalog()
+                .cluster
+                .as_ref()
+                .and_then(|v| v.partition(&tp.0, tp.1))
+                .map(|p| p.partition_epoch);
+            if let Some(led) = me.leaders.borrow_mut().get_mut(&tp) {
+                if answer.error.is_some() || epoch_now == Some(led.partition_epoch) {
+                    led.core.isr_proposal_failed();
+                }
+            }
+        })
+        .detach();
+    }
+}
+
+impl Led {
+    fn core_me(&self) -> i32 {
+        self.core.me()
+    }
+}
