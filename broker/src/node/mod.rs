@@ -442,11 +442,13 @@ impl Node {
         if let Err(code) = self.lead_epoch(tp, &log).await {
             return ready(Err(code));
         }
-        if acks_all {
-            if let Err(code) = self.admit_acks_all(tp, &log) {
-                return ready(Err(code));
-            }
-        }
+        let replicated = match acks_all {
+            true => match self.admit_acks_all(tp, &log) {
+                Ok(replicated) => replicated,
+                Err(code) => return ready(Err(code)),
+            },
+            false => false,
+        };
         let started = std::time::Instant::now();
         let result = log.append(batch, crate::runtime::clock::now_ms()).await;
         self.stages
@@ -465,7 +467,12 @@ impl Node {
             }
         };
         let start = log.log_start();
-        let replicated = self.track_append(tp, &log, acks_all);
+        let tracked = self.track_append(tp, &log, acks_all);
+        if replicated && tracked.is_none() {
+            // Leadership moved during the append: the ISR may never get this batch.
+            return ready(Err(ErrorCode::NotLeaderOrFollower));
+        }
+        let replicated = tracked;
         if !durable && replicated.is_none() {
             return ready(Ok((base, start)));
         }

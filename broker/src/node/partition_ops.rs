@@ -48,14 +48,16 @@ impl Node {
             -2 => Ok((log.log_start(), -1)),
             -1 if committed => Ok((self.capped(tp, &log, log.last_stable()), -1)),
             -1 => Ok((self.capped(tp, &log, log.log_end()), -1)),
+            // Lookups by time find nothing past what consumers may see (the high watermark
+            // of a replicated partition).
             -3 => match log.max_timestamp_offset().await {
-                Ok(Some(found)) => Ok(found),
-                Ok(None) => Ok((Offset(-1), -1)),
+                Ok(Some(found)) if found.0 < self.capped(tp, &log, log.log_end()) => Ok(found),
+                Ok(_) => Ok((Offset(-1), -1)),
                 Err(_) => Err(ErrorCode::KafkaStorageError),
             },
             ts => match log.offset_for_time(ts).await {
-                Ok(Some(found)) => Ok(found),
-                Ok(None) => Ok((Offset(-1), -1)),
+                Ok(Some(found)) if found.0 < self.capped(tp, &log, log.log_end()) => Ok(found),
+                Ok(_) => Ok((Offset(-1), -1)),
                 Err(_) => Err(ErrorCode::KafkaStorageError),
             },
         }

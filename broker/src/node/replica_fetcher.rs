@@ -56,9 +56,8 @@ impl Node {
         let Some(view) = self.catalog().cluster.clone() else {
             return;
         };
-        if crate::cluster_config::replication_preview() {
-            self.start_replication_ticker();
-        }
+        // Any partition with several replicas needs it (ISR changes), preview or not.
+        self.start_replication_ticker();
         // Runs after every catalog change: a partition this node leads (every one, without
         // replication) costs a lookup, nothing is copied for it.
         let followed: Vec<(TopicPartition, i32, i32)> = self

@@ -97,19 +97,20 @@ impl Node {
     }
 
     /// Before an `acks=all` append: NOT_ENOUGH_REPLICAS when the committed ISR is below
-    /// `min.insync.replicas`.
+    /// `min.insync.replicas`. `Ok(true)`: the partition is replicated (the append must then
+    /// be tracked, or the request fails: see `track_append`).
     pub(super) fn admit_acks_all(
         &self,
         tp: &TopicPartition,
         log: &PartitionLog,
-    ) -> Result<(), ErrorCode> {
+    ) -> Result<bool, ErrorCode> {
         if !self.ensure_led(tp, log) {
-            return Ok(());
+            return Ok(false);
         }
         self.leaders
             .borrow()
             .get(tp)
-            .map_or(Ok(()), |led| led.core.admit_acks_all())
+            .map_or(Ok(false), |led| led.core.admit_acks_all().map(|()| true))
     }
 
     /// After an append to `tp`: the core learns the log's end; with `acks_all`, the receiver
@@ -186,7 +187,14 @@ impl Node {
             };
             for e in effects {
                 match e {
-                    Effect::HighWatermark(_) => moved = true,
+                    Effect::HighWatermark(hw) => {
+                        moved = true;
+                        // Kept with the log: a state rebuilt later (a new leader epoch here)
+                        // starts from it, so the high watermark never goes back.
+                        if let Some(log) = self.local(tp) {
+                            log.set_replica_high_watermark(hw);
+                        }
+                    }
                     Effect::Acked { token, result } => {
                         if let Some(w) = led.waiting.remove(&token) {
                             let _ = w.send(result);
@@ -302,6 +310,7 @@ impl Node {
         };
         let me = Rc::clone(self);
         info!(topic = %tp.0, partition = tp.1, isr = ?req.isr, "asking the controller for an ISR change");
+        let (asked_leader_epoch, asked_partition_epoch) = (req.leader_epoch, req.partition_epoch);
         glommio::spawn_local(async move {
             let answer = handle.call(Request::AlterPartition(req)).await;
             if let Some((code, message)) = &answer.error {
@@ -317,7 +326,11 @@ impl Node {
                 .and_then(|v| v.partition(&tp.0, tp.1))
                 .map(|p| p.partition_epoch);
             if let Some(led) = me.leaders.borrow_mut().get_mut(&tp) {
-                if answer.error.is_some() || epoch_now == Some(led.partition_epoch) {
+                // Only for the state that asked and while the view is still the one it asked
+                // from: an answer arriving after a newer proposal must not clear that one.
+                let same = led.leader_epoch == asked_leader_epoch
+                    && led.partition_epoch == asked_partition_epoch;
+                if same && (answer.error.is_some() || epoch_now == Some(asked_partition_epoch)) {
                     led.core.isr_proposal_failed();
                 }
             }
