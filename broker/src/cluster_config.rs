@@ -12,6 +12,7 @@
 //! | `broker.session.timeout.ms` | yes | a broker without heartbeats for this long is fenced (Kafka's 9000) |
 //! | `broker.heartbeat.interval.ms` | yes | how often a broker heartbeats (Kafka's 2000) |
 //! | `controller.quorum.election.timeout.ms` | yes | raft election timeout (Kafka's 1000) |
+//! | `replica.lag.time.max.ms` | yes | an in-sync follower not caught up for this long leaves the ISR (Kafka's 30000) |
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,6 +37,7 @@ pub struct ClusterConfig {
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
     pub election_timeout_ms: u64,
+    pub replica_lag_time_max_ms: u64,
 }
 
 /// The cluster keys of the config file, as read (all optional).
@@ -52,6 +54,7 @@ pub struct ClusterKeys {
     pub broker_session_timeout_ms: Option<u64>,
     pub broker_heartbeat_interval_ms: Option<u64>,
     pub election_timeout_ms: Option<u64>,
+    pub replica_lag_time_max_ms: Option<u64>,
 }
 
 fn err(msg: String) -> ConfigError {
@@ -171,6 +174,9 @@ impl ClusterKeys {
             broker_session_timeout_ms: self.broker_session_timeout_ms.unwrap_or(9_000),
             broker_heartbeat_interval_ms: self.broker_heartbeat_interval_ms.unwrap_or(2_000),
             election_timeout_ms: self.election_timeout_ms.unwrap_or(1_000),
+            replica_lag_time_max_ms: self
+                .replica_lag_time_max_ms
+                .unwrap_or(crate::limits::REPLICA_LAG_TIME_MAX_MS),
         };
         if node_id < 0 {
             return Err(err(format!("node.id must not be negative, got {node_id}")));
@@ -206,6 +212,12 @@ impl ClusterKeys {
                 c.election_timeout_ms
             )));
         }
+        if !(100..=3_600_000).contains(&c.replica_lag_time_max_ms) {
+            return Err(err(format!(
+                "replica.lag.time.max.ms must be between 100 and 3600000, got {}",
+                c.replica_lag_time_max_ms
+            )));
+        }
         Ok(Some(c))
     }
 }
@@ -222,8 +234,8 @@ impl ClusterConfig {
 }
 
 /// `STRAND_REPLICATION_PREVIEW=1` in a cluster: CreateTopics accepts a replication factor
-/// above 1 and followers copy the leader's log (#18, in progress: no high watermark over the
-/// ISR yet, `acks=all` waits for the leader only; not for data that matters).
+/// above 1, followers copy the leader's log and leaders keep the ISR and high watermark (#18,
+/// in progress: see docs/design/replication-plan.md for what is still missing).
 pub fn replication_preview() -> bool {
     std::env::var("STRAND_REPLICATION_PREVIEW").is_ok_and(|v| v == "1")
 }
@@ -308,6 +320,13 @@ mod tests {
                     ..keys()
                 },
                 "at least twice",
+            ),
+            (
+                ClusterKeys {
+                    replica_lag_time_max_ms: Some(10),
+                    ..keys()
+                },
+                "replica.lag.time.max.ms",
             ),
         ];
         for (k, want) in cases {

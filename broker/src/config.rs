@@ -233,6 +233,8 @@ pub struct FileConfig {
     pub broker_heartbeat_interval_ms: Option<u64>,
     #[serde(rename = "controller.quorum.election.timeout.ms")]
     pub controller_quorum_election_timeout_ms: Option<u64>,
+    #[serde(rename = "replica.lag.time.max.ms")]
+    pub replica_lag_time_max_ms: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -348,6 +350,7 @@ impl BrokerConfig {
             broker_session_timeout_ms: f.broker_session_timeout_ms,
             broker_heartbeat_interval_ms: f.broker_heartbeat_interval_ms,
             election_timeout_ms: f.controller_quorum_election_timeout_ms,
+            replica_lag_time_max_ms: f.replica_lag_time_max_ms,
         }
         .resolve()
         .map_err(|e| ConfigError(e.0))?;

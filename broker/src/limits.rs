@@ -260,8 +260,8 @@ pub const REPLICA_FETCH_WAIT_MS: u64 = 500;
 /// `replica.fetch.backoff.ms`, 1 s; shorter here so a failover is followed quickly).
 pub const REPLICA_FETCH_BACKOFF_MS: u64 = 100;
 
-/// Cluster mode: an in-sync follower that has not caught up with the leader for this long
-/// leaves the ISR (Kafka's `replica.lag.time.max.ms` default).
+/// Cluster mode: the default of `replica.lag.time.max.ms` — an in-sync follower that has not
+/// caught up with the leader for this long leaves the ISR (Kafka's default).
 pub const REPLICA_LAG_TIME_MAX_MS: u64 = 30_000;
 
 /// Cluster mode: how often a leader checks its followers' lag and sends ISR changes.

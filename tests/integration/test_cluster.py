@@ -45,7 +45,7 @@ def free_udp_port():
 
 
 class Cluster:
-    def __init__(self, work, cluster_id="test-cluster", env=None):
+    def __init__(self, work, cluster_id="test-cluster", env=None, config=None):
         self.certs = os.path.join(work, "certs")
         subprocess.run([BINARY, "cluster", "certs", "--out", self.certs, "--nodes",
                         ",".join(str(n) for n in NODES)], check=True, capture_output=True)
@@ -62,6 +62,7 @@ class Cluster:
                 "broker.session.timeout.ms": 3000,
                 "broker.heartbeat.interval.ms": 500,
                 "admin.listen": f"127.0.0.1:{free_port()}",
+                **(config or {}),
             }, env=env)
 
     def start(self):

@@ -9,11 +9,15 @@ leader over the QUIC cluster link), behind `STRAND_REPLICATION_PREVIEW=1`.
 - acks=all is answered once the ISR has the batch; min.insync.replicas refuses acks=all
   (NOT_ENOUGH_REPLICAS) while a follower is out of the ISR, acks=1 goes on; the follower,
   restarted, is added back through AlterPartition.
-Not yet covered: ISR shrink by lag (`replica.lag.time.max.ms`, 30 s), divergent logs
-truncated in a live cluster (the storage and the truncation rule have their own tests).
+- a follower paused (SIGSTOP) longer than `replica.lag.time.max.ms` leaves the ISR and
+  acks=all latency recovers while it is out; resumed, it catches up and rejoins;
+- divergence: a leader that appended records its followers never got (acks=1 while they
+  were paused), then was killed, truncates them when it comes back: the data on every disk
+  and what consumers read are the new leader's.
 """
 import glob
 import os
+import signal
 import struct
 import time
 import uuid
@@ -26,10 +30,16 @@ import kafka_raw
 from test_cluster import NODES, Cluster
 
 
+# Short, so a paused follower leaves the ISR within the test (Kafka's default is 30 s); below
+# the session timeout (3 s), so lag, not fencing, removes it.
+LAG_MS = 1500
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     c = Cluster(str(tmp_path_factory.mktemp("replicated")), cluster_id="replicated",
-                env={"STRAND_REPLICATION_PREVIEW": "1"}).start()
+                env={"STRAND_REPLICATION_PREVIEW": "1"},
+                config={"replica.lag.time.max.ms": LAG_MS}).start()
     try:
         c.until("three brokers registered, one controller", c.formed, limit_s=60)
         yield c
@@ -158,3 +168,122 @@ def test_acks_all_waits_for_the_isr_and_min_insync_replicas_holds(cluster):
     assert kafka_raw.produce(port, topic, one_record(b"last")) == 0
     got = read_all(cluster.brokers[leader].bootstrap, topic, 0, 3)
     assert [v for _, v in got] == [b"first", b"acks-1", b"last"], got
+
+
+def create_replicated(cluster, topic, partitions=1, config=None):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=3,
+                                  config=config or {})],
+                        operation_timeout=20)[topic].result(timeout=30)
+    return cluster.until("leaders and full ISRs", lambda: (lambda m: m if all(
+        p.leader in NODES and len(p.isrs) == 3 for p in m.topics[topic].partitions.values())
+        else None)(cluster.metadata(1, topic)), limit_s=60)
+
+
+def pause(cluster, node):
+    cluster.brokers[node].proc.send_signal(signal.SIGSTOP)
+
+
+def resume(cluster, node):
+    cluster.brokers[node].proc.send_signal(signal.SIGCONT)
+
+
+def timed_produce(port, topic, value):
+    started = time.monotonic()
+    code = kafka_raw.produce(port, topic, one_record(value))
+    return code, time.monotonic() - started
+
+
+def test_a_paused_follower_leaves_the_isr_and_rejoins_after_it_resumes(cluster):
+    cluster.until("three brokers live", cluster.formed, limit_s=60)
+    topic = "lag-" + uuid.uuid4().hex[:6]
+    md = create_replicated(cluster, topic, config={"min.insync.replicas": "2"})
+    leader = md.topics[topic].partitions[0].leader
+    controller = md.controller_id
+    # A follower that is not the controller: the quorum keeps its leader meanwhile.
+    follower = next(n for n in NODES if n not in (leader, controller))
+    port = cluster.brokers[leader].port
+    assert kafka_raw.produce(port, topic, one_record(b"before")) == 0
+
+    pause(cluster, follower)
+    try:
+        # acks=all waits for the paused follower until the leader drops it from the ISR
+        # (REQUEST_TIMED_OUT is not expected: the request's timeout is 10 s).
+        code, stalled_s = timed_produce(port, topic, b"while-shrinking")
+        assert code == 0, code
+        cluster.until(f"node {follower} out of the ISR", lambda: sorted(
+            partition_md(cluster, leader, topic, 0).isrs) == sorted(
+                n for n in NODES if n != follower), limit_s=30)
+        latencies = []
+        for i in range(20):
+            code, took = timed_produce(port, topic, f"out-{i}".encode())
+            assert code == 0, code
+            latencies.append(took)
+        print(f"acks=all: {stalled_s:.2f} s while the ISR shrank, then max "
+              f"{max(latencies) * 1000:.1f} ms over 20 requests with the follower out")
+        assert max(latencies) < 1.0, latencies
+    finally:
+        resume(cluster, follower)
+    cluster.until(f"node {follower} back in the ISR", lambda: sorted(
+        partition_md(cluster, leader, topic, 0).isrs) == list(NODES), limit_s=60)
+    assert kafka_raw.produce(port, topic, one_record(b"after")) == 0
+    logs = cluster.until("the resumed follower holds the leader's log", lambda: (lambda ls: ls if all(
+        x == ls[0] for x in ls) else None)([batches(cluster.brokers[n].data_dir, topic, 0)
+                                            for n in NODES]))
+    assert len(logs[0]) == 23, len(logs[0])
+
+
+def test_a_deposed_leader_truncates_what_its_followers_never_got(cluster):
+    cluster.until("three brokers live", cluster.formed, limit_s=60)
+    topic = "div-" + uuid.uuid4().hex[:6]
+    md = create_replicated(cluster, topic, config={"min.insync.replicas": "2"})
+    old = md.topics[topic].partitions[0].leader
+    followers = [n for n in NODES if n != old]
+    port = cluster.brokers[old].port
+    for i in range(5):
+        assert kafka_raw.produce(port, topic, one_record(f"kept-{i}".encode())) == 0
+    cluster.until("every replica holds the first records", lambda: all(
+        len(batches(cluster.brokers[n].data_dir, topic, 0)) == 5 for n in NODES))
+
+    # Both followers paused: the old leader appends with acks=1 what they never get (the
+    # metadata quorum has no majority meanwhile, so nothing else changes), then dies.
+    for n in followers:
+        pause(cluster, n)
+    try:
+        for i in range(4):
+            ok = kafka_raw.call(port, kafka_raw.produce_v3(
+                topic, one_record(f"lost-{i}".encode()), acks=1))
+            assert kafka_raw.produce_error(ok) == 0
+        cluster.until("the unreplicated records on the old leader's disk", lambda: len(
+            batches(cluster.brokers[old].data_dir, topic, 0)) == 9, limit_s=10)
+        cluster.brokers[old].kill9()
+    finally:
+        for n in followers:
+            resume(cluster, n)
+    new = cluster.until("a follower leads", lambda: (lambda q: q if q.leader in followers
+                        else None)(partition_md(cluster, followers[0], topic, 0)), limit_s=60)
+    new_port = cluster.brokers[new.leader].port
+    for i in range(6):
+        assert kafka_raw.produce(new_port, topic, one_record(f"new-{i}".encode())) == 0
+    # (A follower's fetch parked at the old leader may have been answered with the first
+    # unreplicated record before the pause took hold: that record is then the new leader's too.)
+    truth = batches(cluster.brokers[new.leader].data_dir, topic, 0)
+    diverged = [b for b in batches(cluster.brokers[old].data_dir, topic, 0) if b not in truth]
+    assert diverged, "the old leader should hold records the new leader never got"
+
+    cluster.brokers[old].start()
+    logs = cluster.until("the old leader truncated and follows the new one", lambda: (
+        lambda ls: ls if all(x == ls[0] for x in ls) else None)(
+            [batches(cluster.brokers[n].data_dir, topic, 0) for n in NODES]), limit_s=60)
+    assert logs[0] == truth, (len(logs[0]), len(truth))
+    assert not any(b in logs[0] for b in diverged)
+    leaked = [f"lost-{i}".encode() for i in range(4) if any(
+        f"lost-{i}".encode() in b for b in truth)]
+    want = ([f"kept-{i}".encode() for i in range(5)] + leaked
+            + [f"new-{i}".encode() for i in range(6)])
+    print(f"divergence: {len(diverged)} batch(es) truncated on node {old}, "
+          f"{len(leaked)} reached a follower before the pause")
+    for n in NODES:
+        # Asked through each node as bootstrap (the leader answers): the new leader's records.
+        got = read_all(cluster.brokers[n].bootstrap, topic, 0, len(want))
+        assert [v for _, v in got] == want, (n, got)

@@ -38,6 +38,7 @@ pub type Pending = Pin<Box<dyn Future<Output = ProduceResponse>>>;
 #[allow(clippy::async_yields_async)]
 pub async fn handle(node: &Rc<Node>, req: ProduceRequest, version: i16) -> Option<Pending> {
     let acks = req.acks;
+    let timeout_ms = req.timeout_ms;
     let catalog = node.catalog();
     // Start every partition's append, then wait for all: partitions on other shards append in
     // parallel with ours.
@@ -125,6 +126,11 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest, version: i16) -> Optio
     if acks == 0 {
         return None;
     }
+    // acks=all waits at most the request's `timeout_ms` for the ISR (and the fsync), as
+    // Kafka's delayed produce: then REQUEST_TIMED_OUT, and the client retries (a retried
+    // idempotent batch is a duplicate). A non-positive timeout waits without limit.
+    let deadline = (acks == -1 && timeout_ms > 0)
+        .then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms as u64));
     let node = Rc::clone(node);
     Some(Box::pin(async move {
         let mut response = ProduceResponse::default();
@@ -136,7 +142,19 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest, version: i16) -> Optio
                 let mut pr = PartitionProduceResponse::default();
                 pr.index = index;
                 pr.log_append_time_ms = -1;
-                match a.completion.await {
+                let completion = match deadline {
+                    Some(deadline) => {
+                        futures_lite::future::or(a.completion, async move {
+                            let left =
+                                deadline.saturating_duration_since(std::time::Instant::now());
+                            glommio::timer::sleep(left).await;
+                            Err(ErrorCode::RequestTimedOut)
+                        })
+                        .await
+                    }
+                    None => a.completion.await,
+                };
+                match completion {
                     Ok((base, log_start)) => {
                         pr.base_offset = base.0;
                         pr.log_start_offset = log_start.0;

@@ -579,7 +579,13 @@ impl Node {
     ) -> Option<ReadOut> {
         // Only this shard's partitions qualify; in a cluster only those this node leads (the
         // others take the full path, which answers NOT_LEADER_OR_FOLLOWER).
-        self.led(tp).ok()?.read_nothing_new(offset, committed)
+        let log = self.led(tp).ok()?;
+        let out = log.read_nothing_new(offset, committed)?;
+        // A replicated partition reports its high watermark, not its log end.
+        Some(match self.visible_end(tp, &log) {
+            Some(hw) => out.bounded(hw),
+            None => out,
+        })
     }
 
     async fn read_local(

@@ -73,7 +73,12 @@ impl Node {
             log_end,
             hw,
             min_isr,
-            limits::REPLICA_LAG_TIME_MAX_MS,
+            self.config()
+                .cluster
+                .as_ref()
+                .map_or(limits::REPLICA_LAG_TIME_MAX_MS, |c| {
+                    c.replica_lag_time_max_ms
+                }),
             crate::runtime::clock::now_ms().max(0) as u64,
         );
         info!(topic = %tp.0, partition = tp.1, epoch = p.leader_epoch, isr = ?p.isr, hw, "leading a replicated partition");
@@ -215,13 +220,21 @@ impl Node {
 
     /// After a catalog change: state for partitions no longer led here at its epoch goes
     /// (waiting `acks=all` requests get NOT_LEADER_OR_FOLLOWER); a newer partition epoch
-    /// brings the committed ISR to the core.
+    /// brings the committed ISR to the core; a changed `min.insync.replicas` applies at once.
     pub(super) fn sync_leaders(&self) {
         let Some(view) = self.catalog().cluster.clone() else {
             return;
         };
         if self.leaders.borrow().is_empty() {
             return;
+        }
+        {
+            let catalog = self.catalog();
+            for (tp, led) in self.leaders.borrow_mut().iter_mut() {
+                if let Some(t) = catalog.topics.get(&tp.0) {
+                    led.core.set_min_insync_replicas(t.min_insync_replicas());
+                }
+            }
         }
         let mut changed = Vec::new();
         let mut gone = Vec::new();

@@ -223,6 +223,13 @@ impl PartitionLeader {
         self.advance()
     }
 
+    /// `min.insync.replicas` changed (a topic config): it applies to the next requests (those
+    /// waiting are judged by it when the high watermark reaches them).
+    pub fn set_min_insync_replicas(&mut self, min_insync_replicas: usize) {
+        let replicas = self.followers.len() + 1;
+        self.min_insync_replicas = min_insync_replicas.clamp(1, replicas);
+    }
+
     /// The proposal failed (the controller refused it or the quorum lost it): the next input
     /// may propose again.
     pub fn isr_proposal_failed(&mut self) {

@@ -95,8 +95,15 @@ fn min_insync_replicas_refuses_before_and_fails_after_the_append() {
     assert_eq!(l.admit_acks_all(), Ok(()));
     assert_eq!(acked(&l.appended(3, Some(2))), vec![(2, Ok(()))]);
     // min.insync.replicas above the replica count is capped at it (Kafka's effectiveMinIsr).
-    let l = PartitionLeader::new(1, &[1, 2], vec![1, 2], 0, 0, 3, LAG_MS, 0);
+    let mut l = PartitionLeader::new(1, &[1, 2], vec![1, 2], 0, 0, 3, LAG_MS, 0);
     assert_eq!(l.admit_acks_all(), Ok(()));
+    // A config change applies to the next request, capped the same way.
+    l.isr_committed(vec![1]);
+    assert_eq!(l.admit_acks_all(), Err(ErrorCode::NotEnoughReplicas));
+    l.set_min_insync_replicas(1);
+    assert_eq!(l.admit_acks_all(), Ok(()));
+    l.set_min_insync_replicas(7);
+    assert_eq!(l.admit_acks_all(), Err(ErrorCode::NotEnoughReplicas));
 }
 
 #[test]
