@@ -45,13 +45,14 @@ def free_udp_port():
 
 
 class Cluster:
-    def __init__(self, work, cluster_id="test-cluster", env=None, config=None):
+    def __init__(self, work, cluster_id="test-cluster", env=None, config=None, nodes=NODES):
+        self.nodes = tuple(nodes)
         self.certs = os.path.join(work, "certs")
         subprocess.run([BINARY, "cluster", "certs", "--out", self.certs, "--nodes",
-                        ",".join(str(n) for n in NODES)], check=True, capture_output=True)
-        voters = ",".join(f"{n}@127.0.0.1:{free_udp_port()}" for n in NODES)
+                        ",".join(str(n) for n in self.nodes)], check=True, capture_output=True)
+        voters = ",".join(f"{n}@127.0.0.1:{free_udp_port()}" for n in self.nodes)
         self.brokers = {}
-        for n in NODES:
+        for n in self.nodes:
             self.brokers[n] = Broker(os.path.join(work, f"node-{n}"), cores=2, config={
                 "node.id": n,
                 "controller.quorum.voters": voters,
@@ -75,7 +76,7 @@ class Cluster:
             b.stop()
 
     def bootstrap(self, *nodes):
-        return ",".join(self.brokers[n].bootstrap for n in (nodes or NODES))
+        return ",".join(self.brokers[n].bootstrap for n in (nodes or self.nodes))
 
     def metadata(self, node, topic=None, timeout=5):
         admin = AdminClient({"bootstrap.servers": self.brokers[node].bootstrap})
@@ -88,9 +89,9 @@ class Cluster:
     def formed(self):
         """Every node lists all three brokers and names one controller."""
         controllers = set()
-        for n in NODES:
+        for n in self.nodes:
             md = self.metadata(n)
-            if sorted(md.brokers) != list(NODES) or md.controller_id not in NODES:
+            if sorted(md.brokers) != list(self.nodes) or md.controller_id not in self.nodes:
                 return False
             controllers.add(md.controller_id)
         return len(controllers) == 1

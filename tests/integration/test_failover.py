@@ -1,8 +1,8 @@
 """#18 acceptance (preview): failover under load loses nothing.
 
-Three nodes, a topic with replication factor 3 and `min.insync.replicas=2`. An idempotent
-librdkafka producer writes unique values with acks=all at a fixed rate while a consumer reads
-along; the leader of partition 0 (the busiest: it gets as many records as the others, and
+Three nodes, a topic with replication factor 3 and `min.insync.replicas=2`. Idempotent
+producers — librdkafka, and the Java client when Java and the Kafka jars are present — write
+unique values with acks=all at a fixed rate while a consumer reads along; the leader of partition 0 (the busiest: it gets as many records as the others, and
 its leader is the one killed) is killed with kill -9 five times, each time the current
 leader, restarted after a pause once the others lead. Then:
 - every acknowledged record is read back exactly once, at the offset it was acknowledged
@@ -10,10 +10,17 @@ leader, restarted after a pause once the others lead. Then:
   the leader change: a batch retried on the new leader is recognised as a duplicate);
 - the consumer carried on after each failover (it read every acknowledged record);
 - the unavailability window of each failover (kill -> first acknowledgement on partition 0
-  by the new leader) is printed; with the session timeout the tests use (3 s) it is the
-  fencing delay plus the client's metadata refresh.
+  by the new leader) is printed: the fencing delay (`broker.session.timeout.ms`, 1 s here)
+  plus the client's metadata refresh; a killed controller adds a quorum election.
+
+Two of a partition's three replicas stopped (five nodes, so the metadata quorum keeps a
+majority and the ISR can shrink to the leader): acks=all gets NOT_ENOUGH_REPLICAS and nothing
+becomes visible, acks=1 still succeeds; restarted, the ISR is back to three.
 """
+import glob
 import os
+import shutil
+import subprocess
 import threading
 import time
 import uuid
@@ -22,8 +29,13 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import kafka_raw
 from test_cluster import NODES, Cluster
 
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+JAVA_LIBS = os.environ.get("STRAND_JAVA_LIBS", os.path.join(ROOT, "target", "java-libs"))
+HAVE_JAVA = shutil.which("java") is not None and bool(
+    glob.glob(os.path.join(JAVA_LIBS, "kafka-clients-*.jar")))
 PARTITIONS = 3
 RATE_PER_S = 300
 KILLS = 5
@@ -72,6 +84,8 @@ class Load:
         self.failed = []
         self.read = {p: [] for p in range(PARTITIONS)}  # (offset, value)
         self.sent = 0
+        # (partition, value) acknowledged to another producer, for the consumer to wait for.
+        self.also_expected = set()
         self.stop = threading.Event()
         self.producing = threading.Thread(target=self.produce)
         self.consuming = threading.Thread(target=self.consume)
@@ -120,7 +134,8 @@ class Load:
         c.close()
 
     def caught_up(self):
-        return all(
+        read = {(p, v) for p in range(PARTITIONS) for _, v in self.read[p]}
+        return self.also_expected <= read and all(
             {v for _, v, _ in self.acked[p]} <= {v for _, v in self.read[p]}
             for p in range(PARTITIONS))
 
@@ -135,6 +150,14 @@ def test_five_leader_kills_under_acks_all_load_lose_nothing(cluster):
 
     load = Load(cluster.bootstrap(), topic)
     load.start()
+    java = None
+    stop_file = os.path.join(cluster.brokers[1].data_dir + "-logs", "java-stop")
+    if HAVE_JAVA:
+        java = subprocess.Popen(
+            ["java", "-cp", os.path.join(JAVA_LIBS, "*"),
+             os.path.join(ROOT, "tests", "java", "JavaFailoverProducer.java"),
+             cluster.bootstrap(), topic, str(PARTITIONS), str(RATE_PER_S // 3), stop_file],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     windows = []
     try:
         time.sleep(2)
@@ -157,6 +180,10 @@ def test_five_leader_kills_under_acks_all_load_lose_nothing(cluster):
         cluster.until("every ISR full at the end", lambda: full_isrs(cluster, topic), limit_s=90)
         time.sleep(1)
     finally:
+        open(stop_file, "w").close()
+        java_out, java_err = java.communicate(timeout=180) if java else ("", "")
+        load.also_expected = {(int(a[1]), a[3].encode()) for a in (
+            l.split() for l in java_out.splitlines() if l.startswith("ACK"))}
         load.stop.set()
         load.producing.join(180)
         load.consuming.join(120)
@@ -185,3 +212,71 @@ def test_five_leader_kills_under_acks_all_load_lose_nothing(cluster):
         lost = [(o, v) for o, v, _ in acked if at.get(o) != v]
         assert not lost, f"partition {p}: {len(lost)} acknowledged records not read: {lost[:5]}"
     assert len(windows) == KILLS
+
+    if java:
+        assert java.returncode == 0, java_err[-3000:]
+        lines = java_out.splitlines()
+        assert not [l for l in lines if l.startswith("FAIL")], lines[:5]
+        done = [int(l.split()[1]) for l in lines if l.startswith("DONE")]
+        acks = [l.split() for l in lines if l.startswith("ACK")]
+        print(f"java client: sent {done}, acknowledged {len(acks)}")
+        assert done and done[0] == len(acks) > 0
+        read = {p: dict(load.read[p]) for p in range(PARTITIONS)}
+        lost = [a for a in acks if read[int(a[1])].get(int(a[2])) != a[3].encode()]
+        assert not lost, f"{len(lost)} of the Java client's acknowledged records not read: {lost[:5]}"
+
+
+@pytest.fixture(scope="module")
+def cluster5(tmp_path_factory):
+    c = Cluster(str(tmp_path_factory.mktemp("five")), cluster_id="five",
+                env={"STRAND_REPLICATION_PREVIEW": "1"}, nodes=(1, 2, 3, 4, 5)).start()
+    try:
+        c.until("five brokers registered, one controller", c.formed, limit_s=90)
+        yield c
+    finally:
+        c.stop()
+
+
+def test_two_replicas_down_refuse_acks_all_and_come_back(cluster5):
+    c = cluster5
+    topic = "twodown-" + uuid.uuid4().hex[:6]
+    admin = AdminClient({"bootstrap.servers": c.bootstrap()})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3,
+                                  config={"min.insync.replicas": "2"})],
+                        operation_timeout=20)[topic].result(timeout=30)
+    part = c.until("a leader and a full ISR", lambda: (lambda q: q if q.leader in c.nodes
+                   and len(q.isrs) == 3 else None)(c.metadata(1, topic).topics[topic].partitions[0]),
+                   limit_s=60)
+    leader, followers = part.leader, [r for r in part.replicas if r != part.leader]
+    port = c.brokers[leader].port
+
+    def record(value):
+        return kafka_raw.batch(kafka_raw.record(0, b"k", value), 1, 0)
+
+    def isr():
+        return sorted(c.metadata(leader, topic).topics[topic].partitions[0].isrs)
+
+    def visible():
+        consumer = Consumer({"bootstrap.servers": c.brokers[leader].bootstrap,
+                             "group.id": "v-" + uuid.uuid4().hex[:6],
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.close()
+        return high
+
+    assert kafka_raw.produce(port, topic, record(b"first")) == 0
+    for f in followers:
+        c.brokers[f].stop()
+    c.until("the ISR down to the leader", lambda: isr() == [leader], limit_s=60)
+    assert visible() == 1
+    assert kafka_raw.produce(port, topic, record(b"refused")) == 19, "NOT_ENOUGH_REPLICAS"
+    assert visible() == 1, "a refused acks=all record became visible"
+    ok = kafka_raw.call(port, kafka_raw.produce_v3(topic, record(b"acks-1"), acks=1))
+    assert kafka_raw.produce_error(ok) == 0
+    assert visible() == 2
+
+    for f in followers:
+        c.brokers[f].start()
+    c.until("the ISR back to three", lambda: isr() == sorted(part.replicas), limit_s=60)
+    assert kafka_raw.produce(port, topic, record(b"last")) == 0
+    assert visible() == 3
