@@ -11,6 +11,8 @@ leader over the QUIC cluster link), behind `STRAND_REPLICATION_PREVIEW=1`.
   restarted, is added back through AlterPartition.
 - a follower paused (SIGSTOP) longer than `replica.lag.time.max.ms` leaves the ISR and
   acks=all latency recovers while it is out; resumed, it catches up and rejoins;
+- a follower that was out while the leader's log start moved past its log end (DeleteRecords)
+  starts again at the leader's log start and rejoins the ISR;
 - divergence: a leader that appended records its followers never got (acks=1 while they
   were paused), then was killed, truncates them when it comes back: the data on every disk
   and what consumers read are the new leader's.
@@ -287,3 +289,39 @@ def test_a_deposed_leader_truncates_what_its_followers_never_got(cluster):
         # Asked through each node as bootstrap (the leader answers): the new leader's records.
         got = read_all(cluster.brokers[n].bootstrap, topic, 0, len(want))
         assert [v for _, v in got] == want, (n, got)
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_again_there(cluster):
+    cluster.until("three brokers live", cluster.formed, limit_s=60)
+    topic = "start-" + uuid.uuid4().hex[:6]
+    md = create_replicated(cluster, topic, config={"min.insync.replicas": "1"})
+    leader = md.topics[topic].partitions[0].leader
+    follower = next(n for n in NODES if n not in (leader, md.controller_id))
+    port = cluster.brokers[leader].port
+    for i in range(5):
+        assert kafka_raw.produce(port, topic, one_record(f"early-{i}".encode())) == 0
+    cluster.until("the follower holds the first records", lambda: len(
+        batches(cluster.brokers[follower].data_dir, topic, 0)) == 5)
+    cluster.brokers[follower].stop()
+    cluster.until(f"node {follower} out of the ISR", lambda: follower not in
+                  partition_md(cluster, leader, topic, 0).isrs, limit_s=60)
+    for i in range(10):
+        assert kafka_raw.produce(port, topic, one_record(f"mid-{i}".encode())) == 0
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[leader].bootstrap})
+    done = admin.delete_records([TopicPartition(topic, 0, 12)])
+    assert list(done.values())[0].result(timeout=30).low_watermark == 12
+    for i in range(3):
+        assert kafka_raw.produce(port, topic, one_record(f"late-{i}".encode())) == 0
+
+    cluster.brokers[follower].start()
+    cluster.until(f"node {follower} back in the ISR", lambda: sorted(
+        partition_md(cluster, leader, topic, 0).isrs) == list(NODES), limit_s=60)
+
+    def from_start(node):
+        return [b for b in batches(cluster.brokers[node].data_dir, topic, 0)
+                if struct.unpack(">q", b[:8])[0] >= 12]
+    got = cluster.until("the follower holds the leader's log from its start", lambda: (
+        lambda f, l: f if f == l and len(f) == 6 else None)(from_start(follower),
+                                                           from_start(leader)))
+    assert b"mid-7" in got[0] and b"late-2" in got[-1]  # offset 12: the 8th of mid-*
+    assert "behind the leader's log start" in cluster.brokers[follower].log()
