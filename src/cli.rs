@@ -251,7 +251,7 @@ pub fn topic(conn: Conn, cmd: TopicCmd) -> ExitCode {
                 let configs = cluster.topic_configs(&name).await?;
                 if json {
                     let parts: Vec<Value> = (0..info.leaders.len())
-                        .map(|p| json!({"partition": p, "leader": info.leaders[p], "log_start_offset": start[p], "high_watermark": end[p]}))
+                        .map(|p| json!({"partition": p, "leader": info.leaders[p], "replicas": info.replicas[p], "isr": info.isr[p], "log_start_offset": start[p], "high_watermark": end[p]}))
                         .collect();
                     let cfg: BTreeMap<&String, &Option<String>> =
                         configs.iter().map(|(k, (v, _))| (k, v)).collect();
@@ -267,16 +267,28 @@ pub fn topic(conn: Conn, cmd: TopicCmd) -> ExitCode {
                     );
                     let rows: Vec<Vec<String>> = (0..info.leaders.len())
                         .map(|p| {
+                            let ids = |v: &[i32]| {
+                                v.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+                            };
                             vec![
                                 p.to_string(),
                                 info.leaders[p].to_string(),
+                                ids(&info.replicas[p]),
+                                ids(&info.isr[p]),
                                 start[p].to_string(),
                                 end[p].to_string(),
                             ]
                         })
                         .collect();
                     print_table(
-                        &["PARTITION", "LEADER", "LOG-START", "HIGH-WATERMARK"],
+                        &[
+                            "PARTITION",
+                            "LEADER",
+                            "REPLICAS",
+                            "ISR",
+                            "LOG-START",
+                            "HIGH-WATERMARK",
+                        ],
                         &rows,
                     );
                     println!();

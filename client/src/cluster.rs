@@ -23,6 +23,9 @@ pub struct TopicInfo {
     pub id: String,
     /// Partition index -> leader broker id (-1: none).
     pub leaders: Vec<i32>,
+    /// Partition index -> replica broker ids and in-sync replica ids, as Metadata lists them.
+    pub replicas: Vec<Vec<i32>>,
+    pub isr: Vec<Vec<i32>>,
     pub internal: bool,
 }
 
@@ -167,10 +170,21 @@ impl Cluster {
                 }
                 continue;
             }
-            let mut parts: Vec<(i32, i32)> = t
+            type Part = (i32, i32, Vec<i32>, Vec<i32>);
+            let mut parts: Vec<Part> = t
                 .partitions
                 .iter()
-                .map(|p| (p.partition_index, p.leader_id.0))
+                .map(|p| {
+                    let ids = |v: &[strand_wire::kafka::messages::BrokerId]| -> Vec<i32> {
+                        v.iter().map(|b| b.0).collect()
+                    };
+                    (
+                        p.partition_index,
+                        p.leader_id.0,
+                        ids(&p.replica_nodes),
+                        ids(&p.isr_nodes),
+                    )
+                })
                 .collect();
             parts.sort();
             md.topics.insert(
@@ -178,7 +192,9 @@ impl Cluster {
                 TopicInfo {
                     name,
                     id: t.topic_id.to_string(),
-                    leaders: parts.into_iter().map(|(_, l)| l).collect(),
+                    leaders: parts.iter().map(|p| p.1).collect(),
+                    replicas: parts.iter().map(|p| p.2.clone()).collect(),
+                    isr: parts.into_iter().map(|p| p.3).collect(),
                     internal: t.is_internal,
                 },
             );

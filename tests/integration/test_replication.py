@@ -13,14 +13,19 @@ leader over the QUIC cluster link), behind `STRAND_REPLICATION_PREVIEW=1`.
   acks=all latency recovers while it is out; resumed, it catches up and rejoins;
 - a follower that was out while the leader's log start moved past its log end (DeleteRecords)
   starts again at the leader's log start and rejoins the ISR;
+- `strand topic describe` and Kafka's `kafka-topics --describe` show leader, replicas and ISR;
+  `kafka-topics --describe --under-replicated-partitions` lists a partition with a replica out;
 - divergence: a leader that appended records its followers never got (acks=1 while they
   were paused), then was killed, truncates them when it comes back: the data on every disk
   and what consumers read are the new leader's.
 """
 import glob
+import json
 import os
+import shutil
 import signal
 import struct
+import subprocess
 import time
 import uuid
 
@@ -29,7 +34,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafka_raw
+from conftest import BINARY
 from test_cluster import NODES, Cluster
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+JAVA_LIBS = os.environ.get("STRAND_JAVA_LIBS", os.path.join(ROOT, "target", "java-libs"))
 
 
 # Short, so a paused follower leaves the ISR within the test (Kafka's default is 30 s); below
@@ -325,3 +334,47 @@ def test_a_follower_behind_the_leaders_log_start_starts_again_there(cluster):
                                                            from_start(leader)))
     assert b"mid-7" in got[0] and b"late-2" in got[-1]  # offset 12: the 8th of mid-*
     assert "behind the leader's log start" in cluster.brokers[follower].log()
+
+
+def kafka_topics(bootstrap, *args):
+    r = subprocess.run(["java", "-cp", os.path.join(JAVA_LIBS, "*"),
+                        "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap,
+                        *args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r.stdout
+
+
+def test_describe_shows_replicas_and_isr_and_lists_under_replicated_partitions(cluster):
+    cluster.until("three brokers live", cluster.formed, limit_s=60)
+    topic = "desc-" + uuid.uuid4().hex[:6]
+    md = create_replicated(cluster, topic, partitions=2)
+    r = subprocess.run([BINARY, "topic", "describe", topic, "--json"], capture_output=True,
+                       text=True, timeout=60, env=dict(os.environ, STRAND_BROKERS=cluster.bootstrap()))
+    assert r.returncode == 0, r.stderr
+    parts = json.loads(r.stdout)["partitions"]
+    assert [sorted(p["replicas"]) for p in parts] == [list(NODES)] * 2, parts
+    assert [sorted(p["isr"]) for p in parts] == [list(NODES)] * 2, parts
+    assert [p["leader"] for p in parts] == [md.topics[topic].partitions[i].leader for i in (0, 1)]
+
+    have_java = shutil.which("java") and glob.glob(os.path.join(JAVA_LIBS, "kafka-tools-*.jar"))
+    if not have_java:
+        return
+    out = kafka_topics(cluster.bootstrap(), "--describe", "--topic", topic)
+    rows = [l for l in out.splitlines() if "Partition:" in l]
+    assert len(rows) == 2 and all("Replicas:" in l and "Isr:" in l for l in rows), out
+    assert kafka_topics(cluster.bootstrap(), "--describe", "--under-replicated-partitions",
+                        "--topic", topic).strip() == ""
+    leader = md.topics[topic].partitions[0].leader
+    follower = next(n for n in NODES if n not in (leader, md.controller_id))
+    cluster.brokers[follower].stop()
+    try:
+        cluster.until(f"node {follower} out of the ISR", lambda: follower not in
+                      partition_md(cluster, leader, topic, 0).isrs, limit_s=60)
+        alive = cluster.bootstrap(*[n for n in NODES if n != follower])
+        out = kafka_topics(alive, "--describe", "--under-replicated-partitions", "--topic", topic)
+        assert "Partition: 0" in out, out
+    finally:
+        cluster.brokers[follower].start()
+    cluster.until(f"node {follower} back in the ISRs", lambda: all(
+        sorted(p.isrs) == list(NODES) for p in cluster.metadata(leader, topic).topics[
+            topic].partitions.values()), limit_s=60)
