@@ -212,9 +212,12 @@ impl ClusterKeys {
                 c.election_timeout_ms
             )));
         }
-        if !(100..=3_600_000).contains(&c.replica_lag_time_max_ms) {
+        // Above the followers' fetch wait, or an idle follower parked at the leader would
+        // look lagging (Kafka requires replica.fetch.wait.max.ms below it too).
+        let lag_min_ms = 2 * crate::limits::REPLICA_FETCH_WAIT_MS;
+        if !(lag_min_ms..=3_600_000).contains(&c.replica_lag_time_max_ms) {
             return Err(err(format!(
-                "replica.lag.time.max.ms must be between 100 and 3600000, got {}",
+                "replica.lag.time.max.ms must be between {lag_min_ms} and 3600000, got {}",
                 c.replica_lag_time_max_ms
             )));
         }

@@ -274,3 +274,51 @@ fn a_cut_below_the_log_start_is_refused_and_the_log_goes_on() {
         log.flush().await.expect("still syncs");
     });
 }
+
+#[test]
+fn a_follower_behind_the_leaders_log_start_starts_again_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (lp, fp) = (dir.path().join("leader"), dir.path().join("follower"));
+    run(move || async move {
+        let (follower, _) = PartitionLog::open(fp.clone(), small_config(), options())
+            .await
+            .expect("open");
+        follower.become_leader(2).await.expect("epoch");
+        for i in 0..40 {
+            follower.append(filler(i + 1), 0).await.expect("append");
+        }
+        assert!(follower.epoch_cache().latest().is_some());
+        // The leader's log now starts at 500 (DeleteRecords while this replica was away).
+        let (leader, _) = PartitionLog::open(lp, small_config(), options())
+            .await
+            .expect("open");
+        leader
+            .restart_at(Offset(500))
+            .await
+            .expect("leader starts at 500");
+        for i in 0..5 {
+            leader.append(filler(i + 1), 0).await.expect("append");
+        }
+        follower.restart_at(Offset(500)).await.expect("restart");
+        assert_eq!(
+            (follower.log_start(), follower.log_end()),
+            (Offset(500), Offset(500))
+        );
+        assert!(follower.epoch_cache().latest().is_none());
+        for b in read_all(&leader).await {
+            follower
+                .append_replica(BytesMut::from(&b[..]), 0)
+                .await
+                .expect("the leader's batches from its start");
+        }
+        follower.flush().await.expect("flush");
+        let want = read_all(&leader).await;
+        assert_eq!(read_all(&follower).await, want);
+        drop(follower);
+        let (reopened, _) = PartitionLog::open(fp, small_config(), options())
+            .await
+            .expect("reopen");
+        assert_eq!(reopened.log_start(), Offset(500));
+        assert_eq!(read_all(&reopened).await, want);
+    });
+}

@@ -21,6 +21,13 @@ pub const CLUSTER_CONNECTIONS_MAX: usize = 1024;
 /// as long as it answers keep-alives.
 pub const CLUSTER_HELLO_DEADLINE_MS: u64 = 5_000;
 
+/// When a node dials us again while its older connection to us still looks alive (it
+/// restarted), our connection to it is closed and redialled if nothing came back on it for
+/// this long: one to the old incarnation has been silent since it died, while one dialled
+/// after the restart (or a healthy one carrying quorum traffic) heard from it just now —
+/// closing those would only drop messages and could start a round of redials.
+pub const CLUSTER_STALE_OUTGOING_MS: u64 = 200;
+
 /// Accepted connections that have not yet named their node. Past it new ones are refused, so
 /// a flood of handshakes cannot crowd out identified peers (new connections from a spoofed
 /// address are stopped earlier, by a Retry).

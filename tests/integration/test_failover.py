@@ -87,8 +87,8 @@ class Load:
         # (partition, value) acknowledged to another producer, for the consumer to wait for.
         self.also_expected = set()
         self.stop = threading.Event()
-        self.producing = threading.Thread(target=self.produce)
-        self.consuming = threading.Thread(target=self.consume)
+        self.producing = threading.Thread(target=self.produce, daemon=True)
+        self.consuming = threading.Thread(target=self.consume, daemon=True)
 
     def start(self):
         self.producing.start()
@@ -165,7 +165,8 @@ def test_five_leader_kills_under_acks_all_load_lose_nothing(cluster):
             cluster.until("partition 0's ISR full again", lambda: full_isrs(cluster, topic),
                           limit_s=90)
             time.sleep(1)
-            victim = partitions(cluster, topic)[0].leader
+            victim = cluster.until("partition 0's leader, seen alike by every node",
+                                   lambda: partitions(cluster, topic).get(0)).leader
             killed_at = time.monotonic()
             cluster.brokers[victim].kill9()
             cluster.until(f"kill {kill + 1}: an acknowledgement from partition 0's new leader",
@@ -181,7 +182,13 @@ def test_five_leader_kills_under_acks_all_load_lose_nothing(cluster):
         time.sleep(1)
     finally:
         open(stop_file, "w").close()
-        java_out, java_err = java.communicate(timeout=180) if java else ("", "")
+        java_out, java_err = "", ""
+        if java:
+            try:
+                java_out, java_err = java.communicate(timeout=180)
+            except subprocess.TimeoutExpired:
+                java.kill()
+                java_out, java_err = java.communicate()
         load.also_expected = {(int(a[1]), a[3].encode()) for a in (
             l.split() for l in java_out.splitlines() if l.startswith("ACK"))}
         load.stop.set()
@@ -268,6 +275,7 @@ def test_two_replicas_down_refuse_acks_all_and_come_back(cluster5):
     for f in followers:
         c.brokers[f].stop()
     c.until("the ISR down to the leader", lambda: isr() == [leader], limit_s=60)
+    time.sleep(0.5)  # (every shard of the leader applies the new ISR, not only Metadata's)
     assert visible() == 1
     assert kafka_raw.produce(port, topic, record(b"refused")) == 19, "NOT_ENOUGH_REPLICAS"
     assert visible() == 1, "a refused acks=all record became visible"

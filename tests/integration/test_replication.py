@@ -41,16 +41,19 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 JAVA_LIBS = os.environ.get("STRAND_JAVA_LIBS", os.path.join(ROOT, "target", "java-libs"))
 
 
-# Short, so a paused follower leaves the ISR within the test (Kafka's default is 30 s); below
-# the session timeout (3 s), so lag, not fencing, removes it.
-LAG_MS = 1500
+# Short, so a paused follower leaves the ISR within the test (Kafka's default is 30 s); well
+# below the session timeout, so lag, not fencing, removes it; above the time the divergence
+# test keeps two followers paused (or the old leader shrinks its ISR to itself meanwhile).
+LAG_MS = 3000
+SESSION_MS = 6000
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     c = Cluster(str(tmp_path_factory.mktemp("replicated")), cluster_id="replicated",
                 env={"STRAND_REPLICATION_PREVIEW": "1"},
-                config={"replica.lag.time.max.ms": LAG_MS}).start()
+                config={"replica.lag.time.max.ms": LAG_MS,
+                        "broker.session.timeout.ms": SESSION_MS}).start()
     try:
         c.until("three brokers registered, one controller", c.formed, limit_s=60)
         yield c
@@ -230,6 +233,10 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_after_it_resumes(cluster):
             code, took = timed_produce(port, topic, f"out-{i}".encode())
             assert code == 0, code
             latencies.append(took)
+        # The leader's lag rule removed it (not the controller's fencing: the session
+        # timeout is longer).
+        assert f"asking the controller for an ISR change topic={topic} partition=0 isr=" in \
+            cluster.brokers[leader].log()
         print(f"acks=all: {stalled_s:.2f} s while the ISR shrank, then max "
               f"{max(latencies) * 1000:.1f} ms over 20 requests with the follower out")
         assert max(latencies) < 1.0, latencies

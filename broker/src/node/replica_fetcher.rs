@@ -151,29 +151,20 @@ impl Node {
         info!(topic = %tp.0, partition = tp.1, leader, epoch, "following the leader");
         let backoff = Duration::from_millis(limits::REPLICA_FETCH_BACKOFF_MS);
         let mut became_follower = false;
-        // Set while this log is behind the leader's log start: fetch from there (the gap
-        // below it is gone on the leader: DeleteRecords or retention while this node was out).
-        let mut start_at: Option<i64> = None;
         while self.still_following(tp, leader, epoch, generation) {
             let Some(log) = self.local(tp) else { return };
             if !became_follower {
                 log.become_follower();
                 became_follower = true;
             }
-            let end_before = log.log_end().0;
-            let offset = start_at.filter(|s| *s > end_before).unwrap_or(end_before);
+            let offset = log.log_end().0;
             let req = BrokerRequest::ReplicaFetch {
                 topic: tp.0.clone(),
                 partition: tp.1,
                 replica: handle.node_id,
                 leader_epoch: epoch,
                 offset,
-                // (Starting again at the leader's log start, nothing here is in common with
-                // its log: no divergence check.)
-                last_epoch: match offset == end_before {
-                    true => log.epoch_cache().latest().map_or(-1, |(e, _)| e),
-                    false => -1,
-                },
+                last_epoch: log.epoch_cache().latest().map_or(-1, |(e, _)| e),
                 max_bytes: limits::REPLICA_FETCH_MAX_BYTES,
             };
             let data = match handle.ask_broker_answer(leader, req).await {
@@ -192,34 +183,22 @@ impl Node {
             let same_log = current.as_ref().is_some_and(|l| l.is_same(&log));
             if !self.still_following(tp, leader, epoch, generation)
                 || !same_log
-                || log.log_end().0 != end_before
+                || log.log_end().0 != offset
             {
                 continue;
             }
             if data.diverging.is_none() && data.records.is_empty() && data.log_start > offset {
-                // Kafka's truncateFullyAndStartAt: nothing here below the leader's log start
-                // stays readable, and fetching goes on from there.
-                info!(topic = %tp.0, partition = tp.1, leader, log_end = end_before, leader_log_start = data.log_start, "behind the leader's log start: starting again there");
-                if let Err(e) = log.delete_records(Offset(-1)).await {
-                    warn!(topic = %tp.0, partition = tp.1, error = %e, "could not empty the log");
+                // Kafka's truncateFullyAndStartAt: this log is emptied and starts again at the
+                // leader's log start (the leader no longer has what lies between).
+                info!(topic = %tp.0, partition = tp.1, leader, log_end = offset, leader_log_start = data.log_start, "behind the leader's log start: starting again there");
+                if let Err(e) = log.restart_at(Offset(data.log_start)).await {
+                    warn!(topic = %tp.0, partition = tp.1, error = %e, "could not start the log again");
                     glommio::timer::sleep(backoff).await;
-                    continue;
                 }
-                start_at = Some(data.log_start);
                 continue;
             }
-            let restarted_at = start_at.filter(|_| !data.records.is_empty());
             match self.apply_fetched(tp, &log, data).await {
-                Ok(true) => {
-                    // The first batches from the leader's log start are in: this log starts
-                    // there too.
-                    if let Some(start) = restarted_at {
-                        if let Err(e) = log.delete_records(Offset(start)).await {
-                            warn!(topic = %tp.0, partition = tp.1, error = %e, "could not move the log start");
-                        }
-                        start_at = None;
-                    }
-                }
+                Ok(true) => {}
                 // A truncation that cut nothing: the leader's answer does not move this log;
                 // ask again later rather than at once.
                 Ok(false) => glommio::timer::sleep(backoff).await,

@@ -44,7 +44,7 @@ use quinn_proto::{
 use crate::limits::{
     CLUSTER_CONNECTIONS_MAX, CLUSTER_HELLO_DEADLINE_MS, CLUSTER_IDLE_TIMEOUT_MS,
     CLUSTER_KEEP_ALIVE_MS, CLUSTER_MESSAGE_MAX_BYTES, CLUSTER_MTU_UPPER_BOUND_BYTES,
-    CLUSTER_PEER_QUEUE_MAX_BYTES, CLUSTER_RECEIVE_WINDOW_BYTES,
+    CLUSTER_PEER_QUEUE_MAX_BYTES, CLUSTER_RECEIVE_WINDOW_BYTES, CLUSTER_STALE_OUTGOING_MS,
     CLUSTER_UNIDENTIFIED_CONNECTIONS_MAX,
 };
 use crate::records::NodeId;
@@ -111,6 +111,8 @@ struct Conn {
     connected: bool,
     /// Accepted: the hello was accepted in the current drive (see `replace_older`).
     just_identified: bool,
+    /// When a datagram for it last arrived (or it was made).
+    last_rx: Instant,
 }
 
 /// One node's end of the cluster transport.
@@ -265,6 +267,7 @@ impl Transport {
                 reported: false,
                 connected: false,
                 just_identified: false,
+                last_rx: now,
             },
         );
         self.outgoing.insert(node, ch);
@@ -278,6 +281,7 @@ impl Transport {
         match self.endpoint.handle(now, from, None, None, data, &mut buf) {
             Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
                 if let Some(c) = self.conns.get_mut(&ch) {
+                    c.last_rx = now;
                     c.conn.handle_event(ev);
                 }
             }
@@ -321,6 +325,7 @@ impl Transport {
                                     reported: false,
                                     connected: false,
                                     just_identified: false,
+                                    last_rx: now,
                                 },
                             );
                         }
@@ -471,10 +476,11 @@ impl Transport {
 impl Transport {
     /// `node` dialled us again (connection `newest`) while its previous connection to us
     /// still looked alive: it restarted (or lost that connection). The older connection from
-    /// it goes, and so does ours to it — after a restart that one leads to the old
-    /// incarnation, whose packets the new one may not answer with a reset (a stale handshake
-    /// flight is ignored), so it would only end at the idle timeout. Dialling again costs a
-    /// round trip; what was queued on it is dropped (delivery is at most once).
+    /// it goes, and so does ours to it if nothing came back on it for
+    /// `CLUSTER_STALE_OUTGOING_MS` — after a restart that one leads to the old incarnation,
+    /// whose packets the new one may not answer with a reset (a stale handshake flight is
+    /// ignored), so it would only end at the idle timeout. Dialling again costs a round trip;
+    /// what was queued on it is dropped (delivery is at most once).
     fn replace_older(&mut self, now: Instant, newest: ConnectionHandle, node: NodeId) {
         let older: Vec<ConnectionHandle> = self
             .conns
@@ -493,9 +499,12 @@ impl Transport {
                 close(c, now, CLOSE_SHUTDOWN, why.clone(), &mut self.events);
             }
         }
-        if let Some(out) = self.outgoing.remove(&node) {
-            if let Some(c) = self.conns.get_mut(&out) {
+        let stale = Duration::from_millis(CLUSTER_STALE_OUTGOING_MS);
+        let out = self.outgoing.get(&node).copied();
+        if let Some(c) = out.and_then(|out| self.conns.get_mut(&out)) {
+            if now.saturating_duration_since(c.last_rx) >= stale {
                 close(c, now, CLOSE_SHUTDOWN, why, &mut self.events);
+                self.outgoing.remove(&node);
             }
         }
         // (Their close frames leave on the next drive or timer; this drive may have passed

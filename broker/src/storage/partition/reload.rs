@@ -160,21 +160,116 @@ impl PartitionLog {
     /// reload may see the transaction state incomplete. A failure once the files are being
     /// changed fails the partition (KAFKA_STORAGE_ERROR until it is reopened).
     pub async fn truncate_to(&self, offset: Offset) -> io::Result<Offset> {
-        // A compaction pass swaps segments: wait for it without holding up appends, then keep
-        // the next one out while cutting.
-        let _permit = loop {
+        let _permit = self.hold_for_rewrite().await?;
+        let result = self.truncate_locked(offset).await;
+        self.inner.state.borrow_mut().cleaning = false;
+        self.inner.durable_changed.notify(usize::MAX);
+        result
+    }
+
+    /// Holds appends and compaction off (the `cleaning` flag is set; the caller clears it):
+    /// a compaction pass swaps segments, so wait for it without holding up appends, then keep
+    /// the next one out.
+    async fn hold_for_rewrite(&self) -> io::Result<glommio::sync::Permit<'_>> {
+        loop {
             while self.inner.state.borrow().cleaning {
                 glommio::timer::sleep(Duration::from_millis(10)).await;
             }
             let permit = self.lock_appends().await?;
             if self.claim(|st| &mut st.cleaning) {
-                break permit;
+                return Ok(permit);
             }
+        }
+    }
+
+    /// Holds sync rounds off once everything written is synced (the `syncing` flag is set;
+    /// the caller clears it).
+    async fn hold_syncs(&self) -> io::Result<()> {
+        loop {
+            self.flush().await?;
+            let listener = self.inner.durable_changed.listen();
+            if self.claim(|st| &mut st.syncing) {
+                return Ok(());
+            }
+            listener.await;
+        }
+    }
+
+    /// Empties the log and starts it again at `offset`, with no epochs (Kafka's
+    /// `truncateFullyAndStartAt`): a follower whose log ends below the leader's log start
+    /// (DeleteRecords or retention there while it was away) copies the leader from its start.
+    /// The next append must start at `offset`. A failure once the files are being changed
+    /// fails the partition.
+    pub async fn restart_at(&self, offset: Offset) -> io::Result<()> {
+        if offset.0 < 0 {
+            return Err(io::Error::other(format!("cannot start a log at {offset}")));
+        }
+        let _permit = self.hold_for_rewrite().await?;
+        let result = match self.hold_syncs().await {
+            Ok(()) => {
+                let result = self.empty_and_reload(offset).await;
+                self.inner.state.borrow_mut().syncing = false;
+                result.map_err(|e| self.fail(e))
+            }
+            Err(e) => Err(e),
         };
-        let result = self.truncate_locked(offset).await;
         self.inner.state.borrow_mut().cleaning = false;
         self.inner.durable_changed.notify(usize::MAX);
         result
+    }
+
+    async fn empty_and_reload(&self, offset: Offset) -> io::Result<()> {
+        let (bases, config, due, truncations) = {
+            let mut st = self.inner.state.borrow_mut();
+            st.truncations += 1;
+            let bases: Vec<Offset> = st.log.segments().map(|s| s.base).collect();
+            (
+                bases,
+                st.log.config().clone(),
+                st.tombstone_due_ms,
+                st.truncations,
+            )
+        };
+        let writer = self.inner.state.borrow().writer.clone();
+        writer.finish().await?;
+        let d = self.inner.dir.clone();
+        glommio::executor()
+            .spawn_blocking(move || -> io::Result<()> {
+                // The new start first: a crash from here on reopens a log that starts at its
+                // end or at `offset`, never one that claims offsets it no longer holds.
+                crate::storage::recovery::write_log_start(&d, offset)?;
+                match fs::remove_file(d.join(replica::EPOCH_CHECKPOINT_FILE)) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+                crate::storage::cleaner::write_checkpoint(&d, offset, due)?;
+                for base in bases.into_iter().rev() {
+                    remove_segment_files(&d, base)?;
+                }
+                File::create(d.join(log_file_name(offset)))?;
+                sync_dir(&d)
+            })
+            .await?;
+        let (mut state, _) = load_state(&self.inner.dir, config, &self.inner.options).await?;
+        if state.log.log_start() != offset || state.log.log_end() != offset {
+            return Err(io::Error::other(format!(
+                "a log started again at {offset} reopened as [{}, {})",
+                state.log.log_start(),
+                state.log.log_end()
+            )));
+        }
+        state.cleaning = true;
+        state.syncing = true;
+        state.first_dirty = offset;
+        state.tombstone_due_ms = due;
+        state.truncations = truncations;
+        let old = std::mem::replace(&mut *self.inner.state.borrow_mut(), state);
+        drop(old);
+        self.rebuild_producers().await?;
+        self.rebuild_txns().await?;
+        self.save_epochs().await?;
+        tracing::info!(dir = %self.inner.dir.display(), %offset, "emptied the log: it starts again at the leader's log start");
+        Ok(())
     }
 
     /// Sets the flag `which` picks if it is clear; whether it did.
@@ -198,14 +293,7 @@ impl PartitionLog {
             }
         }
         // Everything written is synced and no sync round runs while the files change.
-        loop {
-            self.flush().await?;
-            let listener = self.inner.durable_changed.listen();
-            if self.claim(|st| &mut st.syncing) {
-                break;
-            }
-            listener.await;
-        }
+        self.hold_syncs().await?;
         let result = self.cut_and_reload(offset).await;
         let mut st = self.inner.state.borrow_mut();
         st.syncing = false;
