@@ -8,7 +8,7 @@
 //! | `cluster.id` | `kafka-storage format -t` | the cluster's id: checked against the data directory and at registration |
 //! | `advertised.listeners` | yes | `PLAINTEXT://host:port` or `host:port` clients are told to use (default: `listen`) |
 //! | `cluster.tls.ca.location`, `cluster.tls.certificate.location`, `cluster.tls.key.location` | no | PEM files for the cluster transport's mutual TLS (`strand cluster certs` writes a development set) |
-//! | `default.replication.factor` | yes | for CreateTopics with -1 (1 until replication, #18) |
+//! | `default.replication.factor` | yes | for CreateTopics with -1 and auto-created topics (1 until replication, #18; above 1 with `STRAND_REPLICATION_PREVIEW=1`) |
 //! | `broker.session.timeout.ms` | yes | a broker without heartbeats for this long is fenced (Kafka's 9000) |
 //! | `broker.heartbeat.interval.ms` | yes | how often a broker heartbeats (Kafka's 2000) |
 //! | `controller.quorum.election.timeout.ms` | yes | raft election timeout (Kafka's 1000) |
@@ -192,9 +192,12 @@ impl ClusterKeys {
                 c.cluster_id
             )));
         }
-        if c.default_replication_factor != 1 {
+        if c.default_replication_factor < 1
+            || (c.default_replication_factor != 1 && !replication_preview())
+        {
             return Err(err(format!(
-                "default.replication.factor must be 1 until partition replication lands (#18), got {}",
+                "default.replication.factor must be 1 until partition replication lands (#18; \
+                 above 1 with STRAND_REPLICATION_PREVIEW=1), got {}",
                 c.default_replication_factor
             )));
         }

@@ -45,7 +45,8 @@ def free_udp_port():
 
 
 class Cluster:
-    def __init__(self, work, cluster_id="test-cluster", env=None, config=None, nodes=NODES):
+    def __init__(self, work, cluster_id="test-cluster", env=None, config=None, nodes=NODES,
+                 cores=2):
         self.nodes = tuple(nodes)
         self.certs = os.path.join(work, "certs")
         subprocess.run([BINARY, "cluster", "certs", "--out", self.certs, "--nodes",
@@ -53,7 +54,7 @@ class Cluster:
         voters = ",".join(f"{n}@127.0.0.1:{free_udp_port()}" for n in self.nodes)
         self.brokers = {}
         for n in self.nodes:
-            self.brokers[n] = Broker(os.path.join(work, f"node-{n}"), cores=2, config={
+            self.brokers[n] = Broker(os.path.join(work, f"node-{n}"), cores=cores, config={
                 "node.id": n,
                 "controller.quorum.voters": voters,
                 "cluster.id": cluster_id,

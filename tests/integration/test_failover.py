@@ -13,7 +13,9 @@ leader, restarted after a pause once the others lead. Then:
   by the new leader) is printed: the fencing delay (`broker.session.timeout.ms`, 1 s here)
   plus the client's metadata refresh; a killed controller adds a quorum election.
 
-Two of a partition's three replicas stopped (five nodes, so the metadata quorum keeps a
+A topic created without a replication factor gets `default.replication.factor` (3), one
+with more replicas than brokers INVALID_REPLICATION_FACTOR. Two of a partition's three
+replicas stopped (five nodes, so the metadata quorum keeps a
 majority and the ISR can shrink to the leader): acks=all gets NOT_ENOUGH_REPLICAS and nothing
 becomes visible, acks=1 still succeeds; restarted, the ISR is back to three.
 """
@@ -26,7 +28,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafka_raw
@@ -236,7 +238,11 @@ def test_five_leader_kills_under_acks_all_load_lose_nothing(cluster):
 @pytest.fixture(scope="module")
 def cluster5(tmp_path_factory):
     c = Cluster(str(tmp_path_factory.mktemp("five")), cluster_id="five",
-                env={"STRAND_REPLICATION_PREVIEW": "1"}, nodes=(1, 2, 3, 4, 5)).start()
+                env={"STRAND_REPLICATION_PREVIEW": "1"}, nodes=(1, 2, 3, 4, 5),
+                config={"default.replication.factor": 3},
+                # (One shard each: ten pinned shards on a two-core machine starved the kernel
+                # worker that completes O_DIRECT writes for 10 s — the #8 notes.)
+                cores=1).start()
     try:
         c.until("five brokers registered, one controller", c.formed, limit_s=90)
         yield c
@@ -248,9 +254,16 @@ def test_two_replicas_down_refuse_acks_all_and_come_back(cluster5):
     c = cluster5
     topic = "twodown-" + uuid.uuid4().hex[:6]
     admin = AdminClient({"bootstrap.servers": c.bootstrap()})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3,
+    # No replication factor given: the cluster's default.replication.factor (3); more
+    # replicas than brokers is INVALID_REPLICATION_FACTOR.
+    admin.create_topics([NewTopic(topic, num_partitions=1,
                                   config={"min.insync.replicas": "2"})],
                         operation_timeout=20)[topic].result(timeout=30)
+    too_many = admin.create_topics([NewTopic(topic + "-6", num_partitions=1,
+                                             replication_factor=6)], operation_timeout=20)
+    with pytest.raises(KafkaException) as refused:
+        too_many[topic + "-6"].result(timeout=30)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR
     part = c.until("a leader and a full ISR", lambda: (lambda q: q if q.leader in c.nodes
                    and len(q.isrs) == 3 else None)(c.metadata(1, topic).topics[topic].partitions[0]),
                    limit_s=60)

@@ -96,6 +96,12 @@ pub async fn handle(node: &Rc<Node>, req: CreateTopicsRequest) -> CreateTopicsRe
             node.shared.cluster.is_some() && crate::cluster_config::replication_preview();
         if replicated && t.replication_factor > 1 {
             r.replication_factor = t.replication_factor;
+        } else if replicated && t.replication_factor == -1 {
+            r.replication_factor = node
+                .config()
+                .cluster
+                .as_ref()
+                .map_or(1, |c| c.default_replication_factor);
         }
         if let Some(Err((code, message))) = assigned {
             r.error_code = code.code();
