@@ -316,7 +316,9 @@ async fn create_internal_topics(node: &Node) {
         let topic = NewTopic {
             name: name.to_string(),
             partitions,
-            replication_factor: -1,
+            // One replica until the group and transaction coordinators follow leadership
+            // (#18 step 7): a follower's copy would not reach their in-memory state.
+            replication_factor: 1,
             configs: [
                 ("cleanup.policy".to_string(), "compact".to_string()),
                 ("segment.bytes".to_string(), segment_bytes.to_string()),

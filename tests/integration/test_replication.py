@@ -321,9 +321,13 @@ def test_a_follower_behind_the_leaders_log_start_starts_again_there(cluster):
     cluster.brokers[follower].stop()
     cluster.until(f"node {follower} out of the ISR", lambda: follower not in
                   partition_md(cluster, leader, topic, 0).isrs, limit_s=60)
-    for i in range(10):
-        assert kafka_raw.produce(port, topic, one_record(f"mid-{i}".encode())) == 0
+    for i in range(5):
+        # Two records a batch: offsets 5-6, 7-8, ..., 13-14.
+        two = kafka_raw.batch(kafka_raw.record(0, b"k", f"mid-{2 * i}".encode())
+                              + kafka_raw.record(1, b"k", f"mid-{2 * i + 1}".encode()), 2, 1)
+        assert kafka_raw.produce(port, topic, two) == 0
     admin = AdminClient({"bootstrap.servers": cluster.brokers[leader].bootstrap})
+    # 12 is inside the batch 11-12: the follower starts again at 11, its log start at 12.
     done = admin.delete_records([TopicPartition(topic, 0, 12)])
     assert list(done.values())[0].result(timeout=30).low_watermark == 12
     for i in range(3):
@@ -335,11 +339,15 @@ def test_a_follower_behind_the_leaders_log_start_starts_again_there(cluster):
 
     def from_start(node):
         return [b for b in batches(cluster.brokers[node].data_dir, topic, 0)
-                if struct.unpack(">q", b[:8])[0] >= 12]
+                if struct.unpack(">q", b[:8])[0] >= 11]
     got = cluster.until("the follower holds the leader's log from its start", lambda: (
-        lambda f, l: f if f == l and len(f) == 6 else None)(from_start(follower),
+        lambda f, l: f if f == l and len(f) == 5 else None)(from_start(follower),
                                                            from_start(leader)))
-    assert b"mid-7" in got[0] and b"late-2" in got[-1]  # offset 12: the 8th of mid-*
+    assert b"mid-6" in got[0] and b"mid-7" in got[0] and b"late-2" in got[-1]
+    # DeleteRecords past the high watermark is refused on a replicated partition.
+    done = admin.delete_records([TopicPartition(topic, 0, 1000)])
+    with pytest.raises(Exception):
+        list(done.values())[0].result(timeout=30)
     assert "behind the leader's log start" in cluster.brokers[follower].log()
 
 

@@ -86,6 +86,13 @@ impl Node {
         before: Offset,
     ) -> Result<Offset, ErrorCode> {
         let log = self.led(tp)?;
+        // A replicated partition deletes only below its high watermark (-1 means it), as
+        // Kafka: a log start past what the ISR holds would leave followers behind it.
+        let before = match self.visible_end(tp, &log) {
+            Some(hw) if before.0 == -1 => hw,
+            Some(hw) if before > hw => return Err(ErrorCode::OffsetOutOfRange),
+            _ => before,
+        };
         match log.delete_records(before).await {
             Ok(Some(start)) => {
                 info!(topic = %tp.0, partition = tp.1, log_start = %start, "records deleted");

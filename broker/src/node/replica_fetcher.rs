@@ -187,12 +187,33 @@ impl Node {
             {
                 continue;
             }
-            if data.diverging.is_none() && data.records.is_empty() && data.log_start > offset {
-                // Kafka's truncateFullyAndStartAt: this log is emptied and starts again at the
-                // leader's log start (the leader no longer has what lies between).
-                info!(topic = %tp.0, partition = tp.1, leader, log_end = offset, leader_log_start = data.log_start, "behind the leader's log start: starting again there");
-                if let Err(e) = log.restart_at(Offset(data.log_start)).await {
-                    warn!(topic = %tp.0, partition = tp.1, error = %e, "could not start the log again");
+            if data.diverging.is_none() && data.log_start > offset {
+                // Kafka's truncateFullyAndStartAt: this log is emptied and starts again where
+                // the leader's does (the leader no longer has what lies between) — at the
+                // base of the batch holding the leader's log start, which DeleteRecords may
+                // have put inside a batch; then the log start moves up to the leader's.
+                let base = split_batches(&data.records)
+                    .first()
+                    .map_or(data.log_start, |(h, _, _)| {
+                        h.base_offset.min(data.log_start)
+                    });
+                info!(topic = %tp.0, partition = tp.1, leader, log_end = offset, leader_log_start = data.log_start, base, "behind the leader's log start: starting again there");
+                let leader_start = data.log_start;
+                let restarted = match log.restart_at(Offset(base)).await {
+                    Ok(()) => self.apply_fetched(tp, &log, data).await,
+                    Err(e) => Err(e.to_string()),
+                };
+                let started = match restarted {
+                    Ok(_) if leader_start > base => log
+                        .delete_records(Offset(leader_start))
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = started {
+                    warn!(topic = %tp.0, partition = tp.1, error = %e, "could not start the log again at the leader's log start");
                     glommio::timer::sleep(backoff).await;
                 }
                 continue;
@@ -290,15 +311,17 @@ impl Node {
                 });
             }
         }
-        let offset = Offset(fetch.offset);
-        if offset < log.log_start() {
-            // Nothing to send from there: the follower starts again at the log start.
-            return Ok(answer(&log));
-        }
+        let mut offset = Offset(fetch.offset);
         if offset > log.log_end() {
             return Err(ErrorCode::OffsetOutOfRange);
         }
-        self.follower_fetched(tp, &log, fetch.replica, fetch.offset);
+        if offset < log.log_start() {
+            // The follower starts again at the log start: it gets the batches from there (the
+            // first may begin below it) and counts for nothing until it fetches on.
+            offset = log.log_start();
+        } else {
+            self.follower_fetched(tp, &log, fetch.replica, fetch.offset);
+        }
         if offset == log.log_end() {
             let appended = log.appended();
             if offset == log.log_end() {

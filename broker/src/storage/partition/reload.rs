@@ -201,8 +201,11 @@ impl PartitionLog {
     /// The next append must start at `offset`. A failure once the files are being changed
     /// fails the partition.
     pub async fn restart_at(&self, offset: Offset) -> io::Result<()> {
-        if offset.0 < 0 {
-            return Err(io::Error::other(format!("cannot start a log at {offset}")));
+        if offset < self.log_start() {
+            return Err(io::Error::other(format!(
+                "cannot start the log again at {offset}, below its log start {}",
+                self.log_start()
+            )));
         }
         let _permit = self.hold_for_rewrite().await?;
         let result = match self.hold_syncs().await {
@@ -243,6 +246,13 @@ impl PartitionLog {
                     _ => {}
                 }
                 crate::storage::cleaner::write_checkpoint(&d, offset, due)?;
+                // The new (empty) segment before the old ones go: a crash in between reopens
+                // the old segments (the empty one dropped as an interrupted roll's, the start
+                // clamped to their end), never a log without segments.
+                if !bases.contains(&offset) {
+                    File::create(d.join(log_file_name(offset)))?.sync_all()?;
+                    sync_dir(&d)?;
+                }
                 for base in bases.into_iter().rev() {
                     remove_segment_files(&d, base)?;
                 }
