@@ -18,6 +18,7 @@ mutual TLS, development certificates from `strand cluster certs`), used by librd
   of every node: the metadata image is identical everywhere (its digest).
 Replication factor is 1 here: copying partitions between nodes is #18.
 """
+import contextlib
 import json
 import os
 import socket
@@ -76,6 +77,18 @@ class Cluster:
         for b in self.brokers.values():
             b.stop()
 
+    @contextlib.contextmanager
+    def running(self, limit_s=90):
+        """Started and formed (every node lists every broker and one controller) for the
+        `with` block, stopped after it (also when starting fails part way)."""
+        try:
+            self.start()
+            self.until(f"{len(self.nodes)} brokers registered, one controller", self.formed,
+                       limit_s=limit_s)
+            yield self
+        finally:
+            self.stop()
+
     def bootstrap(self, *nodes):
         return ",".join(self.brokers[n].bootstrap for n in (nodes or self.nodes))
 
@@ -100,12 +113,8 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = Cluster(str(tmp_path_factory.mktemp("cluster"))).start()
-    try:
-        c.until("three brokers registered, one controller", c.formed, limit_s=60)
+    with Cluster(str(tmp_path_factory.mktemp("cluster"))).running() as c:
         yield c
-    finally:
-        c.stop()
 
 
 def leaders(md, topic):

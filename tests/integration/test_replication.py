@@ -50,15 +50,11 @@ SESSION_MS = 6000
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = Cluster(str(tmp_path_factory.mktemp("replicated")), cluster_id="replicated",
-                env={"STRAND_REPLICATION_PREVIEW": "1"},
-                config={"replica.lag.time.max.ms": LAG_MS,
-                        "broker.session.timeout.ms": SESSION_MS}).start()
-    try:
-        c.until("three brokers registered, one controller", c.formed, limit_s=60)
+    with Cluster(str(tmp_path_factory.mktemp("replicated")), cluster_id="replicated",
+                 env={"STRAND_REPLICATION_PREVIEW": "1"},
+                 config={"replica.lag.time.max.ms": LAG_MS,
+                         "broker.session.timeout.ms": SESSION_MS}).running() as c:
         yield c
-    finally:
-        c.stop()
 
 
 def batches(node_dir, topic, partition):

@@ -222,16 +222,11 @@ impl PartitionLog {
     }
 
     async fn empty_and_reload(&self, offset: Offset) -> io::Result<()> {
-        let (bases, config, due, truncations) = {
+        let (bases, config, due) = {
             let mut st = self.inner.state.borrow_mut();
             st.truncations += 1;
             let bases: Vec<Offset> = st.log.segments().map(|s| s.base).collect();
-            (
-                bases,
-                st.log.config().clone(),
-                st.tombstone_due_ms,
-                st.truncations,
-            )
+            (bases, st.log.config().clone(), st.tombstone_due_ms)
         };
         let writer = self.inner.state.borrow().writer.clone();
         writer.finish().await?;
@@ -260,26 +255,40 @@ impl PartitionLog {
                 sync_dir(&d)
             })
             .await?;
-        let (mut state, _) = load_state(&self.inner.dir, config, &self.inner.options).await?;
-        if state.log.log_start() != offset || state.log.log_end() != offset {
+        let (start, end) = self.reload_held(config, offset, due).await?;
+        if (start, end) != (offset, offset) {
             return Err(io::Error::other(format!(
-                "a log started again at {offset} reopened as [{}, {})",
-                state.log.log_start(),
-                state.log.log_end()
+                "a log started again at {offset} reopened as [{start}, {end})"
             )));
         }
+        tracing::info!(dir = %self.inner.dir.display(), %offset, "emptied the log: it starts again at the leader's log start");
+        Ok(())
+    }
+
+    /// After the files of a held log changed (`truncate_to`, `restart_at`): reopens them as at
+    /// open and installs that state, still held (appends, compaction and sync rounds off),
+    /// with the cleaner's progress (no further than the new end) and the truncation count
+    /// carried over; producers and transactions are rebuilt, and the epoch cache — cut at the
+    /// new end when read back — saved. Returns the new log start and end.
+    async fn reload_held(
+        &self,
+        config: LogConfig,
+        first_dirty: Offset,
+        tombstone_due_ms: Option<i64>,
+    ) -> io::Result<(Offset, Offset)> {
+        let (mut state, _) = load_state(&self.inner.dir, config, &self.inner.options).await?;
         state.cleaning = true;
         state.syncing = true;
-        state.first_dirty = offset;
-        state.tombstone_due_ms = due;
-        state.truncations = truncations;
+        let (start, end) = (state.log.log_start(), state.log.log_end());
+        state.first_dirty = first_dirty.min(end);
+        state.tombstone_due_ms = tombstone_due_ms;
+        state.truncations = self.inner.state.borrow().truncations;
         let old = std::mem::replace(&mut *self.inner.state.borrow_mut(), state);
         drop(old);
         self.rebuild_producers().await?;
         self.rebuild_txns().await?;
         self.save_epochs().await?;
-        tracing::info!(dir = %self.inner.dir.display(), %offset, "emptied the log: it starts again at the leader's log start");
-        Ok(())
+        Ok((start, end))
     }
 
     /// Sets the flag `which` picks if it is clear; whether it did.
@@ -365,19 +374,7 @@ impl PartitionLog {
                 cut_files(&d, loc.segment_base, cut_at, later)
             })
             .await?;
-        let (mut state, _) = load_state(&self.inner.dir, config, &self.inner.options).await?;
-        state.cleaning = true;
-        state.syncing = true;
-        let new_end = state.log.log_end();
-        state.first_dirty = first_dirty.min(new_end);
-        state.tombstone_due_ms = due;
-        state.truncations = self.inner.state.borrow().truncations;
-        let old = std::mem::replace(&mut *self.inner.state.borrow_mut(), state);
-        drop(old);
-        self.rebuild_producers().await?;
-        self.rebuild_txns().await?;
-        // The epoch cache reloaded from its file was cut at the new log end; save that.
-        self.save_epochs().await?;
+        let (_, new_end) = self.reload_held(config, first_dirty, due).await?;
         tracing::info!(dir = %self.inner.dir.display(), %offset, %new_end, "truncated the log");
         Ok(Some(new_end))
     }
