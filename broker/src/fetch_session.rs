@@ -31,7 +31,7 @@ use std::rc::Rc;
 
 use strand_wire::ErrorCode;
 
-use crate::storage::TopicPartition;
+use crate::storage::{TopicPartition, WeakLog};
 
 /// What the client asked for in one partition. The name is shared (`Rc`): a session's
 /// partitions are planned on every fetch, and cloning 1,000 strings each time showed.
@@ -40,6 +40,43 @@ pub struct Want {
     pub tp: Rc<TopicPartition>,
     pub fetch_offset: i64,
     pub max_bytes: i32,
+    /// Where the name resolved on this shard, shared by the session's entry and every plan
+    /// cloned from it (so the fetch path fills it once per session, not once per fetch).
+    pub memo: Memo,
+}
+
+/// The log a wanted partition resolved to, and the shard's partition-map generation then:
+/// valid while the generation holds (no partition opened or removed since). Filled and read
+/// by the fetch path; this module only carries it. Equal to any other memo.
+#[derive(Clone, Default)]
+pub struct Memo(Rc<std::cell::RefCell<Option<(u64, WeakLog)>>>);
+
+impl Memo {
+    /// The remembered log, when it was resolved at `generation` and is still open.
+    pub fn get(&self, generation: u64) -> Option<crate::storage::PartitionLog> {
+        match &*self.0.borrow() {
+            Some((g, log)) if *g == generation => log.upgrade(),
+            _ => None,
+        }
+    }
+
+    pub fn set(&self, generation: u64, log: WeakLog) {
+        *self.0.borrow_mut() = Some((generation, log));
+    }
+}
+
+impl PartialEq for Memo {
+    fn eq(&self, _: &Memo) -> bool {
+        true
+    }
+}
+
+impl Eq for Memo {}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Memo")
+    }
 }
 
 /// What the client was last told about a partition (for deciding what changed).
@@ -112,7 +149,11 @@ struct Session {
 impl Session {
     fn upsert(&mut self, want: Want) {
         match self.index.get(&want.tp) {
-            Some(&i) => self.entries[i].want = want,
+            Some(&i) => {
+                // Same name: what it resolved to stays valid (the memo checks its generation).
+                let memo = self.entries[i].want.memo.clone();
+                self.entries[i].want = Want { memo, ..want };
+            }
             None => {
                 self.index.insert(Rc::clone(&want.tp), self.entries.len());
                 self.entries.push(Entry {
@@ -336,6 +377,7 @@ mod tests {
             tp: Rc::new(("t".to_string(), p)),
             fetch_offset: offset,
             max_bytes: 1 << 20,
+            memo: Memo::default(),
         }
     }
 

@@ -121,3 +121,48 @@ def test_overlong_topic_names_are_refused_cheaply(broker):
     err, sid, parts = parse_fetch_v7(body)
     assert (err, sid) == (0, 0)
     assert len(parts) == 10_000 and all(e == 3 for e, _, _ in parts.values())
+
+
+def test_session_follows_a_topic_deleted_and_created_again(broker):
+    """A session remembers where each partition's log is (a memo on the broker's fetch path);
+    a topic deleted and created again under the same name is a new log, and an incremental
+    fetch must answer from it, not from the deleted one."""
+    import time
+
+    from kafka.errors import TopicAlreadyExistsError
+
+    topic = f"fs-re-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    two = batch(record(0, b"k", b"v") + record(1, b"k", b"w"), 2, 1)
+    assert kafka_raw.produce(broker.port, topic, two, partition=0) == 0
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as sock:
+        def fetch(*args, **kwargs):
+            sock.sendall(fetch_v7(*args, **kwargs))
+            return parse_fetch_v7(kafka_raw.read_frame(sock))
+
+        err, sid, parts = fetch(0, 0, topic, [(0, 2)])
+        assert err == 0 and sid > 0 and parts[0][:2] == (0, 2), parts
+        assert fetch(sid, 1, topic, [])[2] == {}  # nothing moved
+
+        admin.delete_topics([topic])
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                admin.create_topics([NewTopic(topic, 1, 1)])
+                break
+            except TopicAlreadyExistsError:
+                assert time.monotonic() < deadline, "topic never went away"
+                time.sleep(0.2)
+        one = batch(record(0, b"k", b"x"), 1, 0)
+        deadline = time.monotonic() + 30
+        while kafka_raw.produce(broker.port, topic, one, partition=0) != 0:
+            assert time.monotonic() < deadline, "recreated topic never took a write"
+            time.sleep(0.2)
+
+        # The session still holds offset 2; the new log ends at 1: out of range (error 1),
+        # where the deleted log would have said "nothing new" (and been left out).
+        err, _, parts = fetch(sid, 2, topic, [])
+        assert err == 0 and 0 in parts, parts
+        assert parts[0][0] == 1 or parts[0][1] == 1, parts
+    admin.close()

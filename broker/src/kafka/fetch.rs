@@ -20,7 +20,7 @@ use strand_wire::fetch::{encode_fetch_response, FetchPartition, FetchTopic};
 use strand_wire::kafka::messages::FetchRequest;
 
 use crate::fetch_session::{Answer, Mode, Plan, Told, Want};
-use crate::node::{Node, ReadOutcome};
+use crate::node::{Node, Probe, ReadOutcome};
 use crate::storage::Offset;
 
 /// Serves a fetch and returns the encoded response as socket segments.
@@ -75,6 +75,7 @@ pub async fn handle(
                 tp: Rc::new((t.topic.0.to_string(), p.partition)),
                 fetch_offset: p.fetch_offset,
                 max_bytes: p.partition_max_bytes,
+                memo: Default::default(),
             });
         }
     }
@@ -106,18 +107,19 @@ pub async fn handle(
         o
     };
     let committed = req.isolation_level == 1;
+    let probes: Vec<Probe> = plan.wants.iter().map(|(w, _)| node.probe(w)).collect();
     let results = loop {
         // Listen before reading, so an append between the read and the wait is not missed.
         let listeners: Vec<_> = owners
             .iter()
             .map(|&s| crate::runtime::wake::cross(node.shared.appended[s].listen()))
             .collect();
-        let results = read_all(node, &plan, response_max, committed).await;
+        let results = read_all(node, &plan, &probes, response_max, committed).await;
         let bytes: usize = results
             .iter()
-            .map(|r| r.as_ref().map_or(0, |o| o.bytes))
+            .map(|(_, r)| r.as_ref().map_or(0, |o| o.bytes))
             .sum();
-        let errors = !refused.is_empty() || results.iter().any(|r| r.is_err());
+        let errors = !refused.is_empty() || results.iter().any(|(_, r)| r.is_err());
         let elapsed = started.elapsed();
         if bytes >= min_bytes || errors || elapsed >= max_wait {
             break results;
@@ -132,7 +134,8 @@ pub async fn handle(
     let mut by_topic: Vec<FetchTopic> = Vec::new();
     let mut topic_at: HashMap<&str, usize> = HashMap::new();
     let mut answered = Vec::new();
-    for (i, ((want, _), result)) in plan.wants.iter().zip(results).enumerate() {
+    for (i, result) in results {
+        let want = &plan.wants[i].0;
         let mut pd = FetchPartition {
             index: want.tp.1,
             preferred_read_replica: -1,
@@ -216,59 +219,75 @@ struct Read {
 }
 
 /// Reads every wanted partition (in parallel across shards), keeping the response under
-/// `response_max` bytes except that the first batch found is always returned whole.
+/// `response_max` bytes except that the first batch found is always returned whole. Returns
+/// the partitions worth answering, each with its index in the plan: in an incremental session
+/// a partition with nothing new whose offsets the client already knows is left out here, so a
+/// quiet partition of 1,000 costs one look at its log per wake-up and nothing more.
 async fn read_all(
     node: &Rc<Node>,
     plan: &Plan,
+    probes: &[Probe],
     response_max: usize,
     committed: bool,
-) -> Vec<Result<Read, strand_wire::ErrorCode>> {
+) -> Vec<(usize, Result<Read, strand_wire::ErrorCode>)> {
+    let incremental = matches!(plan.mode, Mode::Incremental { .. });
     // A task per partition with something to read (reads run in parallel, across shards);
     // the others are answered in place: with 1,000 partitions, spawning a task for each made
     // up a quarter of the broker's CPU (allocations past the heap's trim threshold).
-    let tasks: Vec<_> = plan
-        .wants
-        .iter()
-        .map(|(w, _)| {
-            let offset = Offset(w.fetch_offset);
-            if let Some(nothing) = node.read_nothing_new(&w.tp, offset, committed) {
-                return Err(nothing);
+    let mut tasks = Vec::new();
+    for (i, ((w, told), probe)) in plan.wants.iter().zip(probes).enumerate() {
+        let offset = Offset(w.fetch_offset);
+        if let Some(nothing) = node.probe_nothing_new(probe, &w.tp, offset, committed) {
+            let now = Told {
+                high_watermark: nothing.log_end.0,
+                last_stable: nothing.last_stable.0,
+                log_start: nothing.log_start.0,
+            };
+            if !(incremental && now == *told) {
+                tasks.push((i, Err(nothing)));
             }
-            let node = Rc::clone(node);
-            let tp = (*w.tp).clone();
-            let bytes_max = (w.max_bytes.max(0) as usize).min(response_max);
+            continue;
+        }
+        let node = Rc::clone(node);
+        let tp = (*w.tp).clone();
+        let bytes_max = (w.max_bytes.max(0) as usize).min(response_max);
+        tasks.push((
+            i,
             Ok(glommio::spawn_local(async move {
                 node.read(tp, offset, bytes_max, committed).await
-            }))
-        })
-        .collect();
+            })),
+        ));
+    }
     let mut out = Vec::with_capacity(tasks.len());
     let mut total = 0usize;
-    for task in tasks {
+    for (i, task) in tasks {
         let r: ReadOutcome = match task {
             Ok(task) => task.await,
             Err(nothing) => Ok(nothing),
         };
-        out.push(r.map(|read| {
-            let mut batches = read.batches;
-            if total > 0 {
-                let mut kept = 0usize;
-                batches.retain(|b| {
-                    kept += b.len();
-                    total + kept <= response_max
-                });
-            }
-            let bytes: usize = batches.iter().map(Bytes::len).sum();
-            total += bytes;
-            Read {
-                records: batches,
-                bytes,
-                log_start: read.log_start,
-                log_end: read.log_end,
-                last_stable: read.last_stable,
-                aborted: read.aborted,
-            }
-        }));
+        out.push((
+            i,
+            r.map(|read| {
+                let mut batches = read.batches;
+                if total > 0 {
+                    let mut kept = 0usize;
+                    batches.retain(|b| {
+                        kept += b.len();
+                        total + kept <= response_max
+                    });
+                }
+                let bytes: usize = batches.iter().map(Bytes::len).sum();
+                total += bytes;
+                Read {
+                    records: batches,
+                    bytes,
+                    log_start: read.log_start,
+                    log_end: read.log_end,
+                    last_stable: read.last_stable,
+                    aborted: read.aborted,
+                }
+            }),
+        ));
     }
     out
 }

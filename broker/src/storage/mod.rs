@@ -41,5 +41,5 @@ pub mod txn;
 pub mod types;
 
 pub use housekeeping::{CleanOptions, CleanReport};
-pub use partition::{AppendError, PartitionLog, ReadError, ReadOut, StorageOptions};
+pub use partition::{AppendError, PartitionLog, ReadError, ReadOut, StorageOptions, WeakLog};
 pub use types::{BatchMeta, CleanupPolicy, LogConfig, Offset, TopicPartition};

@@ -193,7 +193,22 @@ pub struct PartitionLog {
     pub(super) inner: Rc<Inner>,
 }
 
+/// A handle that does not keep the log open: a fetch session's memo of where a name resolved
+/// (a deleted partition's files close when its last strong handle goes).
+#[derive(Clone)]
+pub struct WeakLog(std::rc::Weak<Inner>);
+
+impl WeakLog {
+    pub fn upgrade(&self) -> Option<PartitionLog> {
+        self.0.upgrade().map(|inner| PartitionLog { inner })
+    }
+}
+
 impl PartitionLog {
+    pub fn downgrade(&self) -> WeakLog {
+        WeakLog(Rc::downgrade(&self.inner))
+    }
+
     /// Opens (recovering) or creates the partition in `dir` and starts its flusher.
     pub async fn open(
         dir: PathBuf,
