@@ -166,3 +166,23 @@ def test_session_follows_a_topic_deleted_and_created_again(broker):
         assert err == 0 and 0 in parts, parts
         assert parts[0][0] == 1 or parts[0][1] == 1, parts
     admin.close()
+
+
+def test_long_poll_across_a_topic_deletion_answers_unknown(broker):
+    """A fetch waiting (max.wait) while its topic is deleted answers UNKNOWN_TOPIC_OR_PARTITION
+    when the wait ends, not the deleted log's offsets."""
+    topic = f"fs-del-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    one = batch(record(0, b"k", b"v"), 1, 0)
+    assert kafka_raw.produce(broker.port, topic, one, partition=0) == 0
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as sock:
+        sock.sendall(fetch_v7(0, 0, topic, [(0, 1)]))
+        err, sid, parts = parse_fetch_v7(kafka_raw.read_frame(sock))
+        assert err == 0 and sid > 0 and parts[0][:2] == (0, 1), parts
+        # Incremental, nothing new: the broker holds it for max.wait (2 s).
+        sock.sendall(fetch_v7(sid, 1, topic, [], max_wait_ms=2000))
+        admin.delete_topics([topic])
+        err, _, parts = parse_fetch_v7(kafka_raw.read_frame(sock))
+        assert err == 0 and parts.get(0, (None,))[0] == 3, parts  # UNKNOWN_TOPIC_OR_PARTITION
+    admin.close()

@@ -49,8 +49,9 @@ pub type ReadOutcome = Result<ReadOut, ErrorCode>;
 
 /// A fetched partition as a long poll checks it for news (see [`Node::probe`]).
 pub(crate) enum Probe {
-    /// This shard's log, on a node without a cluster.
-    Held(PartitionLog),
+    /// This shard's log, on a node without a cluster, while the shard's partition map is at
+    /// this generation.
+    Held(PartitionLog, u64),
     /// Checked by name each time (another shard's partition, or a cluster).
     ByName,
 }
@@ -580,8 +581,6 @@ impl Node {
             .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
     }
 
-    /// [`Self::read`] when it has nothing to return and the partition is on this shard:
-    /// answered at once, with no task or cross-shard hop (see `PartitionLog::read_nothing_new`).
     /// Resolves a wanted partition for a fetch's long poll, which re-checks every wanted
     /// partition at each append on the shard: a consumer of 1,000 partitions made that three
     /// hash lookups per partition per wake-up, and then one per partition per fetch, about a
@@ -595,12 +594,12 @@ impl Node {
         }
         let generation = self.partitions_generation.get();
         if let Some(log) = want.memo.get(generation) {
-            return Probe::Held(log);
+            return Probe::Held(log, generation);
         }
         match self.local(&want.tp) {
             Some(log) => {
                 want.memo.set(generation, log.downgrade());
-                Probe::Held(log)
+                Probe::Held(log, generation)
             }
             None => Probe::ByName,
         }
@@ -615,11 +614,17 @@ impl Node {
         committed: bool,
     ) -> Option<ReadOut> {
         match probe {
-            Probe::Held(log) => log.read_nothing_new(offset, committed),
-            Probe::ByName => self.read_nothing_new(tp, offset, committed),
+            // A partition opened or removed on this shard during the long poll (a topic
+            // deleted, or deleted and created again): ask by name, as a new fetch would.
+            Probe::Held(log, generation) if *generation == self.partitions_generation.get() => {
+                log.read_nothing_new(offset, committed)
+            }
+            Probe::Held(..) | Probe::ByName => self.read_nothing_new(tp, offset, committed),
         }
     }
 
+    /// [`Self::read`] when it has nothing to return and the partition is on this shard:
+    /// answered at once, with no task or cross-shard hop (see `PartitionLog::read_nothing_new`).
     pub fn read_nothing_new(
         &self,
         tp: &TopicPartition,
