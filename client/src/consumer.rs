@@ -334,7 +334,7 @@ impl Consumer {
         let mut topic: Option<(&str, Vec<i32>)> = None;
         for (tp, &pos) in &self.positions {
             if topic.as_ref().is_none_or(|(t, _)| *t != tp.0.as_str()) {
-                topic = Some((tp.0.as_str(), self.cluster.topic(&tp.0).await?.leaders));
+                topic = Some((tp.0.as_str(), self.cluster.leaders(&tp.0).await?));
             }
             let leaders = topic.as_ref().map_or(&[][..], |(_, l)| l.as_slice());
             let leader = leaders.get(tp.1 as usize).copied().unwrap_or(-1);
