@@ -163,9 +163,10 @@ async fn run(start: MemberStart) -> io::Result<()> {
         snapshot_every_entries: METADATA_SNAPSHOT_EVERY_ENTRIES,
     })?;
     info!(node = me, cluster = %cluster_addr, "metadata quorum voter started");
+    let incarnation = uuid::Uuid::new_v4().as_u128();
     let registration = BrokerRegistration {
         node_id: me,
-        incarnation: uuid::Uuid::new_v4().as_u128(),
+        incarnation,
         cluster_id: cluster.cluster_id.clone(),
         client: Endpoint {
             host: client.0,
@@ -216,6 +217,7 @@ async fn run(start: MemberStart) -> io::Result<()> {
     .detach();
     glommio::spawn_local(publisher(
         driver.clone(),
+        incarnation,
         senders,
         cluster.cluster_id.clone(),
         Rc::clone(&published),
@@ -458,6 +460,7 @@ struct Published {
 
 async fn publisher(
     driver: MetadataDriver,
+    incarnation: u128,
     senders: Vec<mpsc::UnboundedSender<ShardMsg>>,
     cluster_id: String,
     published: Rc<Published>,
@@ -477,6 +480,7 @@ async fn publisher(
         let view = Arc::new(ClusterView::from_image(
             &driver.image(),
             driver.me(),
+            incarnation,
             &cluster_id,
             state.1,
         ));

@@ -389,3 +389,49 @@ def test_describe_shows_replicas_and_isr_and_lists_under_replicated_partitions(c
     cluster.until(f"node {follower} back in the ISRs", lambda: all(
         sorted(p.isrs) == list(NODES) for p in cluster.metadata(leader, topic).topics[
             topic].partitions.values()), limit_s=60)
+
+
+def test_a_restarted_node_names_no_leaders_until_it_has_caught_up(cluster):
+    """A leader killed for longer than its session: the controller fences it and elects a
+    follower. Started again, its own image may still be the one from before the kill (it
+    leading, the full ISR); until that image holds its new registration the node names no
+    leaders (LEADER_NOT_AVAILABLE) and takes no writes, as Kafka's brokers wait for the
+    metadata log. Polled from its start until it agrees with the others, it never names
+    itself leader."""
+    topic = "catch-" + uuid.uuid4().hex[:6]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1)})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)],
+                        operation_timeout=20)[topic].result(timeout=30)
+    leader = cluster.until("a leader", lambda: (lambda q: q.leader if q.leader in NODES
+                                                else None)(partition_md(cluster, 1, topic, 0)))
+    other = next(n for n in NODES if n != leader)
+    node = cluster.brokers[leader]
+    node.kill9()
+    new = cluster.until("a follower leads", lambda: (lambda q: q.leader if q.leader not in (
+        -1, leader) else None)(partition_md(cluster, other, topic, 0)),
+        limit_s=SESSION_MS / 1000 * 4)
+    node.start()
+    seen = []
+    deadline = time.monotonic() + SESSION_MS / 1000 * 4
+    while time.monotonic() < deadline:
+        try:
+            md = cluster.metadata(leader, topic, timeout=1)
+        except Exception:  # not listening yet
+            time.sleep(0.05)
+            continue
+        t = md.topics[topic]
+        if t.error is not None:
+            seen.append(("error", t.error.code()))
+            ok = kafka_raw.call(node.port, kafka_raw.produce_v3(topic, one_record(b"e"), acks=1))
+            # NOT_LEADER_OR_FOLLOWER, or UNKNOWN_TOPIC_OR_PARTITION before any image: retriable.
+            assert kafka_raw.produce_error(ok) in (3, 6), seen
+            continue
+        p = t.partitions[0]
+        seen.append((p.leader, sorted(p.isrs)))
+        assert p.leader != leader, f"the restarted node named itself leader: {seen}"
+        theirs = partition_md(cluster, other, topic, 0)
+        if (p.leader, sorted(p.isrs)) == (theirs.leader, sorted(theirs.isrs)):
+            break
+    else:
+        raise AssertionError(f"never agreed with node {other}: {seen}")
+    assert p.leader == new, seen

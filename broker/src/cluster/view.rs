@@ -46,6 +46,11 @@ pub struct ClusterView {
     pub controller: Option<NodeId>,
     /// The metadata log offset this view reflects.
     pub applied_offset: u64,
+    /// Whether the image holds this process's own registration (its incarnation): the view is
+    /// then at least as new as the moment this node (re)joined. Before that it may be the
+    /// image of before a restart (leaders and ISRs that have moved since), so the node leads
+    /// nothing and names no leaders to clients, as Kafka's brokers wait for the metadata log.
+    pub caught_up: bool,
     pub brokers: BTreeMap<NodeId, BrokerView>,
     pub topics: BTreeMap<String, TopicView>,
 }
@@ -58,18 +63,25 @@ impl ClusterView {
             cluster_id: cluster_id.to_string(),
             controller: None,
             applied_offset: 0,
+            caught_up: false,
             brokers: BTreeMap::new(),
             topics: BTreeMap::new(),
         }
     }
 
-    /// The view of `image` from node `me`.
+    /// The view of `image` from node `me`, the process whose registration carries
+    /// `incarnation`.
     pub fn from_image(
         image: &Image,
         me: NodeId,
+        incarnation: u128,
         cluster_id: &str,
         controller: Option<NodeId>,
     ) -> ClusterView {
+        let caught_up = image
+            .brokers
+            .get(&me)
+            .is_some_and(|b| b.registration.incarnation == incarnation);
         let brokers = image
             .brokers
             .iter()
@@ -119,6 +131,7 @@ impl ClusterView {
             cluster_id: cluster_id.to_string(),
             controller,
             applied_offset: image.applied_offset,
+            caught_up,
             brokers,
             topics,
         }
@@ -210,7 +223,13 @@ mod tests {
         );
         image.names.insert("t".into(), [9; 16]);
         image.applied_offset = 42;
-        let v = ClusterView::from_image(&image, 1, "c", Some(2));
+        let v = ClusterView::from_image(&image, 1, 1, "c", Some(2));
+        assert!(
+            v.caught_up,
+            "the image holds this incarnation's registration"
+        );
+        assert!(!ClusterView::from_image(&image, 1, 2, "c", Some(2)).caught_up);
+        assert!(!ClusterView::from_image(&image, 3, 1, "c", Some(2)).caught_up);
         assert_eq!(v.applied_offset, 42);
         assert!(v.leads("t", 0) && !v.leads("t", 1) && !v.leads("t", 2));
         assert!(v.hosts("t", 0) && !v.hosts("t", 1));

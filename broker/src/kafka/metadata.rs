@@ -108,6 +108,11 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
                     ErrorCode::UnknownTopicOrPartition.code()
                 };
             }
+            // A cluster node that has not caught up with the metadata log since it started
+            // names no leaders (its image may be from before a restart): clients retry.
+            Some(_) if catalog.cluster.as_ref().is_some_and(|v| !v.caught_up) => {
+                t.error_code = ErrorCode::LeaderNotAvailable.code();
+            }
             Some(meta) => {
                 t.topic_id = meta.id.parse().unwrap_or_default();
                 if req.include_topic_authorized_operations {

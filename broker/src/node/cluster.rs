@@ -108,6 +108,11 @@ impl Node {
     pub(crate) fn led(&self, tp: &TopicPartition) -> Result<PartitionLog, ErrorCode> {
         let view = self.catalog().cluster.clone();
         match (self.local(tp), view) {
+            // Not caught up with the metadata log since this process started: its view may
+            // still name it leader of what moved on while it was down.
+            (_, Some(v)) if !v.caught_up && v.partition(&tp.0, tp.1).is_some() => {
+                Err(ErrorCode::NotLeaderOrFollower)
+            }
             (Some(log), None) => Ok(log),
             (Some(log), Some(v)) if v.leads(&tp.0, tp.1) => Ok(log),
             (_, Some(v)) if v.partition(&tp.0, tp.1).is_some() => {
