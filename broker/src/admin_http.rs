@@ -126,7 +126,16 @@ async fn respond(node: &Rc<Node>, head: &[u8]) -> (&'static str, String) {
     }
     let (route, query) = path.split_once('?').unwrap_or((path.as_str(), ""));
     match route {
-        "/v1/status/live" | "/v1/status/ready" => ("200 OK", "{\"status\":\"ok\"}".into()),
+        "/v1/status/live" => ("200 OK", "{\"status\":\"ok\"}".into()),
+        // Ready: serving. A cluster node is not until its view has caught up with the
+        // metadata log since it started (it leads nothing before that).
+        "/v1/status/ready" => match node.catalog().cluster.as_ref() {
+            Some(view) if !view.caught_up => (
+                "503 Service Unavailable",
+                error_body("not caught up with the cluster's metadata log yet"),
+            ),
+            _ => ("200 OK", "{\"status\":\"ok\"}".into()),
+        },
         "/v1/cluster" => match &node.shared.cluster {
             None => (
                 "404 Not Found",

@@ -76,6 +76,42 @@ def metadata_topic_errors(body):
     return out
 
 
+def metadata_v1_partitions(body):
+    """{topic: (error, {partition: (leader, sorted isr)})} from a Metadata v1 response body."""
+    at = 4
+    (brokers,) = struct.unpack(">i", body[at:at + 4])
+    at += 4
+    for _ in range(brokers):
+        at += 4
+        at += 2 + struct.unpack(">h", body[at:at + 2])[0]
+        at += 4
+        rack = struct.unpack(">h", body[at:at + 2])[0]
+        at += 2 + max(rack, 0)
+    at += 4
+    (topics,) = struct.unpack(">i", body[at:at + 4])
+    at += 4
+    out = {}
+    for _ in range(topics):
+        (error,) = struct.unpack(">h", body[at:at + 2])
+        n = struct.unpack(">h", body[at + 2:at + 4])[0]
+        name = body[at + 4:at + 4 + n].decode()
+        at += 4 + n + 1
+        (parts,) = struct.unpack(">i", body[at:at + 4])
+        at += 4
+        got = {}
+        for _ in range(parts):
+            _err, index, leader = struct.unpack(">hii", body[at:at + 10])
+            at += 10
+            lists = []
+            for _ in range(2):  # replicas, isr
+                (k,) = struct.unpack(">i", body[at:at + 4])
+                lists.append(list(struct.unpack(f">{k}i", body[at + 4:at + 4 + 4 * k])))
+                at += 4 + 4 * k
+            got[index] = (leader, sorted(lists[1]))
+        out[name] = (error, got)
+    return out
+
+
 def fetch_v4(topic, partitions, max_bytes=2**31 - 1, correlation_id=1):
     """Fetch v4 of `partitions` [(partition, offset, partition max bytes)] of one topic."""
     parts = b"".join(struct.pack(">iqi", p, o, m) for p, o, m in partitions)

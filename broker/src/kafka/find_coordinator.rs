@@ -26,6 +26,11 @@ fn coordinator(node: &Node, key_type: i8, key: &str) -> Result<BrokerInfo, Error
     if catalog.cluster.is_some() && !catalog.topics.contains_key(topic) {
         return Err(ErrorCode::CoordinatorNotAvailable);
     }
+    // A node not caught up with the metadata log since it started may name a coordinator
+    // from before its restart (see `ClusterView::caught_up`): clients ask again.
+    if catalog.cluster.as_ref().is_some_and(|v| !v.caught_up) {
+        return Err(ErrorCode::CoordinatorNotAvailable);
+    }
     leader_endpoint(node, &catalog, topic, partition).ok_or(ErrorCode::CoordinatorNotAvailable)
 }
 

@@ -164,6 +164,9 @@ impl Node {
     /// or for a partition the view does not know.
     pub(crate) fn current_leader(&self, topic: &str, partition: i32) -> Option<(i32, i32)> {
         let view = self.catalog().cluster.clone()?;
+        if !view.caught_up {
+            return None; // its leaders may be from before a restart
+        }
         let p = view.partition(topic, partition)?;
         Some((p.leader, p.leader_epoch))
     }
@@ -194,6 +197,18 @@ impl Node {
 
     /// In a cluster, when `tp` is led by another node (or by none, -1): the way there and
     /// the leader's id. `None` when this node leads it or runs alone.
+    /// Whether this node may coordinate what `tp` (a partition of an internal topic) holds:
+    /// on a single node always; in a cluster when this node leads it in a view that has caught
+    /// up with the metadata log (see `ClusterView::caught_up`).
+    pub(crate) fn coordinates(&self, tp: &TopicPartition) -> bool {
+        let caught_up = self
+            .catalog()
+            .cluster
+            .as_ref()
+            .is_none_or(|view| view.caught_up);
+        caught_up && self.remote_leader(tp).is_none()
+    }
+
     pub(crate) fn remote_leader(&self, tp: &TopicPartition) -> Option<(ClusterHandle, i32)> {
         let handle = self.shared.cluster.as_ref()?;
         let view = self.catalog().cluster.clone()?;

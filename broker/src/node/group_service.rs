@@ -153,7 +153,7 @@ impl Node {
             crate::internal_topics::OFFSETS_TOPIC.to_string(),
             crate::internal_topics::offsets_partition(group),
         );
-        if self.remote_leader(&offsets_tp).is_some() {
+        if !self.coordinates(&offsets_tp) {
             return GroupResponse::Error(ErrorCode::NotCoordinator);
         }
         let owner = self.group_shard(group);

@@ -83,7 +83,7 @@ impl Node {
     /// Runs a transaction request on the coordinating shard.
     pub async fn txn_request(self: &Rc<Self>, id: &str, req: TxnRequest) -> TxnResponse {
         // In a cluster, only the leader of the id's transaction-state partition coordinates.
-        if self.remote_leader(&txn_tp(id)).is_some() {
+        if !self.coordinates(&txn_tp(id)) {
             return match req {
                 TxnRequest::Init { .. } => TxnResponse::Init(Err(ErrorCode::NotCoordinator)),
                 _ => TxnResponse::Done(Err(ErrorCode::NotCoordinator)),
