@@ -1,7 +1,9 @@
 //! The admin HTTP listener (`admin.listen`, Redpanda's port 9644 by default; empty: off),
 //! served by shard 0 on its own executor. One request per connection (`Connection: close`).
 //!
-//! - `GET /v1/status/live`, `GET /v1/status/ready`: 200 while the broker runs.
+//! - `GET /v1/status/live`: 200 while the broker runs. `GET /v1/status/ready`: the same,
+//!   except 503 on a cluster node whose view has not caught up with the metadata log since
+//!   it started (`ClusterView::caught_up`).
 //! - `GET /v1/stages`: every shard's request-stage histograms merged (`stages`), as JSON:
 //!   `{"stages": [{"api", "stage", "count", "p50_us", "p99_us", "p999_us", "max_us"}]}`.
 //!   `?reset=true` empties them after the copy, so a bench can measure exactly its window.

@@ -195,8 +195,6 @@ impl Node {
         })
     }
 
-    /// In a cluster, when `tp` is led by another node (or by none, -1): the way there and
-    /// the leader's id. `None` when this node leads it or runs alone.
     /// Whether this node may coordinate what `tp` (a partition of an internal topic) holds:
     /// on a single node always; in a cluster when this node leads it in a view that has caught
     /// up with the metadata log (see `ClusterView::caught_up`).
@@ -209,6 +207,8 @@ impl Node {
         caught_up && self.remote_leader(tp).is_none()
     }
 
+    /// In a cluster, when `tp` is led by another node (or by none, -1): the way there and
+    /// the leader's id. `None` when this node leads it or runs alone.
     pub(crate) fn remote_leader(&self, tp: &TopicPartition) -> Option<(ClusterHandle, i32)> {
         let handle = self.shared.cluster.as_ref()?;
         let view = self.catalog().cluster.clone()?;
