@@ -34,6 +34,14 @@ pub struct ClusterConfig {
     pub tls_certificate: PathBuf,
     pub tls_key: PathBuf,
     pub default_replication_factor: i16,
+    /// Replicas of `__consumer_offsets` and `__transaction_state` (Kafka's
+    /// `offsets.topic.replication.factor` / `transaction.state.log.replication.factor`, 3),
+    /// capped at the brokers registered when the topics are created.
+    pub offsets_topic_replication_factor: i16,
+    pub transaction_state_log_replication_factor: i16,
+    /// `min.insync.replicas` of `__transaction_state` (Kafka's `transaction.state.log.min.isr`,
+    /// 2), capped at its replication factor.
+    pub transaction_state_log_min_isr: i16,
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
     pub election_timeout_ms: u64,
@@ -51,6 +59,9 @@ pub struct ClusterKeys {
     pub tls_certificate: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub default_replication_factor: Option<i16>,
+    pub offsets_topic_replication_factor: Option<i16>,
+    pub transaction_state_log_replication_factor: Option<i16>,
+    pub transaction_state_log_min_isr: Option<i16>,
     pub broker_session_timeout_ms: Option<u64>,
     pub broker_heartbeat_interval_ms: Option<u64>,
     pub election_timeout_ms: Option<u64>,
@@ -171,6 +182,11 @@ impl ClusterKeys {
             tls_certificate: need(self.tls_certificate, "cluster.tls.certificate.location")?,
             tls_key: need(self.tls_key, "cluster.tls.key.location")?,
             default_replication_factor: self.default_replication_factor.unwrap_or(1),
+            offsets_topic_replication_factor: self.offsets_topic_replication_factor.unwrap_or(3),
+            transaction_state_log_replication_factor: self
+                .transaction_state_log_replication_factor
+                .unwrap_or(3),
+            transaction_state_log_min_isr: self.transaction_state_log_min_isr.unwrap_or(2),
             broker_session_timeout_ms: self.broker_session_timeout_ms.unwrap_or(9_000),
             broker_heartbeat_interval_ms: self.broker_heartbeat_interval_ms.unwrap_or(2_000),
             election_timeout_ms: self.election_timeout_ms.unwrap_or(1_000),
@@ -200,6 +216,24 @@ impl ClusterKeys {
                  above 1 with STRAND_REPLICATION_PREVIEW=1), got {}",
                 c.default_replication_factor
             )));
+        }
+        for (key, value) in [
+            (
+                "offsets.topic.replication.factor",
+                c.offsets_topic_replication_factor,
+            ),
+            (
+                "transaction.state.log.replication.factor",
+                c.transaction_state_log_replication_factor,
+            ),
+            (
+                "transaction.state.log.min.isr",
+                c.transaction_state_log_min_isr,
+            ),
+        ] {
+            if value < 1 {
+                return Err(err(format!("{key} must be at least 1, got {value}")));
+            }
         }
         if c.broker_heartbeat_interval_ms == 0
             || c.broker_session_timeout_ms < 2 * c.broker_heartbeat_interval_ms

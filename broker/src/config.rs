@@ -227,6 +227,12 @@ pub struct FileConfig {
     pub cluster_tls_key: Option<PathBuf>,
     #[serde(rename = "default.replication.factor")]
     pub default_replication_factor: Option<i16>,
+    #[serde(rename = "offsets.topic.replication.factor")]
+    pub offsets_topic_replication_factor: Option<i16>,
+    #[serde(rename = "transaction.state.log.replication.factor")]
+    pub transaction_state_log_replication_factor: Option<i16>,
+    #[serde(rename = "transaction.state.log.min.isr")]
+    pub transaction_state_log_min_isr: Option<i16>,
     #[serde(rename = "broker.session.timeout.ms")]
     pub broker_session_timeout_ms: Option<u64>,
     #[serde(rename = "broker.heartbeat.interval.ms")]
@@ -347,6 +353,9 @@ impl BrokerConfig {
             tls_certificate: f.cluster_tls_certificate,
             tls_key: f.cluster_tls_key,
             default_replication_factor: f.default_replication_factor,
+            offsets_topic_replication_factor: f.offsets_topic_replication_factor,
+            transaction_state_log_replication_factor: f.transaction_state_log_replication_factor,
+            transaction_state_log_min_isr: f.transaction_state_log_min_isr,
             broker_session_timeout_ms: f.broker_session_timeout_ms,
             broker_heartbeat_interval_ms: f.broker_heartbeat_interval_ms,
             election_timeout_ms: f.controller_quorum_election_timeout_ms,

@@ -198,6 +198,11 @@ pub const DISK_CHECK_INTERVAL_MS: u64 = 1_000;
 /// disk: `topics.toml` for thousands of topics fits many times over.
 pub const DISK_RESERVE_BYTES: usize = 4 << 20;
 
+/// How long a group or transaction coordinator waits for the in-sync replicas of its internal
+/// partition to confirm a write (Kafka's `offsets.commit.timeout.ms`, 5 s): past it the request
+/// is answered COORDINATOR_NOT_AVAILABLE and the client retries.
+pub const COORDINATOR_WRITE_TIMEOUT_MS: u64 = 5_000;
+
 /// Memory a shard lets its connections hold beyond their free allowance: request frames over
 /// `CONNECTION_FREE_BYTES` while they are read and handled, and replies (fetch results) queued
 /// for a client that reads slowly or not at all. A connection that would go over waits (it

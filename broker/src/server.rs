@@ -303,9 +303,14 @@ async fn shard_main(
 }
 
 /// Creates `__consumer_offsets` and `__transaction_state` if missing, with Kafka's settings
-/// for them: compacted, small segments.
+/// for them: compacted, small segments; in a cluster `offsets.topic.replication.factor` /
+/// `transaction.state.log.replication.factor` replicas (capped at the brokers registered now,
+/// as Kafka does in small clusters; one without `STRAND_REPLICATION_PREVIEW=1`, see
+/// `cluster_config::replication_preview`) and `transaction.state.log.min.isr`.
 async fn create_internal_topics(node: &Node) {
     let segment_bytes = node.config().offsets_topic_segment_bytes;
+    let live = node.view().map_or(1, |v| v.live_brokers().count().max(1));
+    let cluster = node.config().cluster.as_ref();
     for (name, partitions) in [
         (OFFSETS_TOPIC, OFFSETS_PARTITIONS),
         (TXN_TOPIC, TXN_PARTITIONS),
@@ -313,17 +318,31 @@ async fn create_internal_topics(node: &Node) {
         if node.catalog().topics.contains_key(name) {
             continue;
         }
+        let wanted = cluster.map_or(1, |c| match name {
+            OFFSETS_TOPIC => c.offsets_topic_replication_factor,
+            _ => c.transaction_state_log_replication_factor,
+        });
+        let replication_factor = match crate::cluster_config::replication_preview() {
+            true => wanted.min(i16::try_from(live).unwrap_or(i16::MAX)),
+            false => 1,
+        };
+        if crate::cluster_config::replication_preview() && replication_factor < wanted {
+            warn!(topic = name, wanted, replication_factor, live, "fewer brokers registered than the internal topic's replication factor: created with fewer replicas");
+        }
+        let mut configs: std::collections::BTreeMap<String, String> = [
+            ("cleanup.policy".to_string(), "compact".to_string()),
+            ("segment.bytes".to_string(), segment_bytes.to_string()),
+        ]
+        .into();
+        if let (TXN_TOPIC, Some(c)) = (name, cluster) {
+            let min_isr = c.transaction_state_log_min_isr.min(replication_factor);
+            configs.insert("min.insync.replicas".to_string(), min_isr.to_string());
+        }
         let topic = NewTopic {
             name: name.to_string(),
             partitions,
-            // One replica until the group and transaction coordinators follow leadership
-            // (#18 step 7): a follower's copy would not reach their in-memory state.
-            replication_factor: 1,
-            configs: [
-                ("cleanup.policy".to_string(), "compact".to_string()),
-                ("segment.bytes".to_string(), segment_bytes.to_string()),
-            ]
-            .into(),
+            replication_factor,
+            configs,
         };
         node.change_catalog(CatalogOp::Create(vec![topic]), false)
             .await;

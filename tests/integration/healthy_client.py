@@ -7,6 +7,8 @@ restart check, so every acknowledged record must still be there. On SIGTERM it f
 consumer to catch up, and writes a JSON report:
   sent: [[send time (s since epoch), delivery latency ms or null, value, error or null]]
   consumed: values read back.
+  consumer: how the consumer ended (drain timed out or not, its errors, assignments), so a
+    miss says whether the broker or the consumer lost track.
 
 usage: healthy_client.py BOOTSTRAP TOPIC REPORT_PATH
 """
@@ -28,20 +30,33 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     sent = []
     consumed = set()
+    consumer = {"errors": [], "assigned": [], "drain_timed_out": False, "last_value": None,
+                "last_at": None}
 
     def consume():
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"healthy-{topic}",
-                      "auto.offset.reset": "earliest", "enable.auto.commit": True})
-        c.subscribe([topic])
+                      "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                      "error_cb": lambda e: consumer["errors"].append([time.time(), str(e)])})
+
+        def on_assign(_, parts):
+            consumer["assigned"].append([time.time(), [(p.partition, p.offset) for p in parts]])
+
+        c.subscribe([topic], on_assign=on_assign)
         drained_at = None
         while True:
             m = c.poll(0.1)
-            if m is not None and not m.error():
+            if m is not None and m.error():
+                consumer["errors"].append([time.time(), str(m.error())])
+            elif m is not None:
                 consumed.add(m.value().decode())
+                consumer["last_value"], consumer["last_at"] = m.value().decode(), time.time()
             if stop.is_set():
                 acked = {v for _, lat, v, err in sent if err is None and lat is not None}
                 drained_at = drained_at or time.time()
-                if acked <= consumed or time.time() - drained_at > 20:
+                if acked <= consumed:
+                    break
+                if time.time() - drained_at > 20:
+                    consumer["drain_timed_out"] = True
                     break
         c.close()
 
@@ -76,7 +91,7 @@ def main():
             e[3] = "no delivery report"
     reader.join(60)
     with open(report_path, "w") as f:
-        json.dump({"sent": sent, "consumed": sorted(consumed)}, f)
+        json.dump({"sent": sent, "consumed": sorted(consumed), "consumer": consumer}, f)
 
 
 if __name__ == "__main__":

@@ -194,20 +194,21 @@ def copier(bootstrap, src, dst, partition, run_tag, log):
         stdout=log, stderr=subprocess.STDOUT)
 
 
-def copy_with_kills(b, kill_broker, n=10_000, partitions=2, kills=4):
+def copy_with_kills(bootstrap, log_dir, create_topic, kill, n=10_000, partitions=2, kills=4):
     """Copies `n` messages with one TransactionalMessageCopier per input partition while
-    killing (SIGKILL) the copiers — or the broker — `kills` times; copiers that die are
-    restarted until each has copied its whole partition."""
+    `kill(procs, run_tag)` kills (SIGKILL) the copiers, or brokers, `kills` times; copiers
+    that die are restarted until each has copied its whole partition. `create_topic(name,
+    partitions)` makes the input and output topics."""
     run_tag = tag()
     src, dst = f"copy-in-{run_tag}", f"copy-out-{run_tag}"
-    create(b.bootstrap, src, partitions)
-    create(b.bootstrap, dst, partitions)
-    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+    create_topic(src, partitions)
+    create_topic(dst, partitions)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
     for i in range(n):
         p.produce(src, str(i), partition=i % partitions)
     assert p.flush(60) == 0
-    log = open(os.path.join(os.path.dirname(b.log_path), f"copier-{run_tag}.log"), "ab")
-    procs = {q: copier(b.bootstrap, src, dst, q, run_tag, log) for q in range(partitions)}
+    log = open(os.path.join(log_dir, f"copier-{run_tag}.log"), "ab")
+    procs = {q: copier(bootstrap, src, dst, q, run_tag, log) for q in range(partitions)}
     done, kills_left, rng = set(), kills, random.Random(run_tag)
     deadline = time.time() + 400
     next_kill = time.time() + rng.uniform(1.0, 2.0)
@@ -218,39 +219,50 @@ def copy_with_kills(b, kill_broker, n=10_000, partitions=2, kills=4):
                 continue
             if proc.returncode == 0:
                 done.add(q)
-            else:  # died (killed, or gave up while the broker was down): start it again
-                procs[q] = copier(b.bootstrap, src, dst, q, run_tag, log)
+            else:  # died (killed, or gave up while a broker was down): start it again
+                procs[q] = copier(bootstrap, src, dst, q, run_tag, log)
         if kills_left and time.time() >= next_kill and len(done) < partitions:
             kills_left -= 1
-            if kill_broker:
-                b.kill9()
-                time.sleep(0.5)
-                b.start()
-            else:
-                for q, proc in procs.items():
-                    if q not in done and proc.poll() is None:
-                        proc.kill()
-                        proc.wait()
+            kill({q: proc for q, proc in procs.items() if q not in done}, run_tag)
             next_kill = time.time() + rng.uniform(1.0, 2.5)
     for proc in procs.values():
         if proc.poll() is None:
             proc.kill()
     assert len(done) == partitions, f"copiers did not finish (done {sorted(done)})"
     assert kills - kills_left >= 2, "the copy finished before two kills: nothing was tested"
-    out = read_all(b.bootstrap, dst, "read_committed", expect=n, idle_s=5, timeout_s=120)
+    out = read_all(bootstrap, dst, "read_committed", expect=n, idle_s=5, timeout_s=120)
     assert len(out) == len(set(out)), f"duplicates: {len(out) - len(set(out))}"
     assert sorted(out, key=int) == [str(i) for i in range(n)], (
         f"missing {n - len(set(out))}, extra {len(set(out) - {str(i) for i in range(n)})}")
+    log.close()
+    return log.name
+
+
+def kill_copiers(procs, _run_tag):
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @needs_java
 def test_transactional_message_copier_survives_copier_kills(fresh_broker):
-    copy_with_kills(fresh_broker.start(), kill_broker=False)
+    b = fresh_broker.start()
+    copy_with_kills(b.bootstrap, os.path.dirname(b.log_path),
+                    lambda name, count: create(b.bootstrap, name, count), kill_copiers)
 
 
 @needs_java
 def test_transactional_message_copier_survives_broker_kills(fresh_broker):
-    copy_with_kills(fresh_broker.start(), kill_broker=True, kills=3)
+    b = fresh_broker.start()
+
+    def kill_broker(_procs, _run_tag):
+        b.kill9()
+        time.sleep(0.5)
+        b.start()
+
+    copy_with_kills(b.bootstrap, os.path.dirname(b.log_path),
+                    lambda name, count: create(b.bootstrap, name, count), kill_broker, kills=3)
 
 
 def test_aborted_index_survives_restarts_across_many_segments(make_broker):

@@ -50,6 +50,8 @@ pub async fn handle(
                     })
                     .collect();
             }
+            // Not coordinated here (NOT_COORDINATOR), or still loading: the client retries.
+            GroupResponse::Error(code) => g.error_code = code.code(),
             _ => {
                 // Kafka describes an unknown group as Dead with no members.
                 g.group_state = StrBytes::from_static_str("Dead");

@@ -95,6 +95,25 @@ pub enum GroupRequest {
     },
 }
 
+impl GroupRequest {
+    /// The group a request is about (`None` for ListGroups).
+    fn group(&self) -> Option<&str> {
+        match self {
+            GroupRequest::Join(j) => Some(&j.group),
+            GroupRequest::Sync { group, .. }
+            | GroupRequest::Heartbeat { group, .. }
+            | GroupRequest::Leave { group, .. }
+            | GroupRequest::Commit { group, .. }
+            | GroupRequest::Fetch { group, .. }
+            | GroupRequest::TxnCommit { group, .. }
+            | GroupRequest::Describe { group }
+            | GroupRequest::DeleteGroup { group }
+            | GroupRequest::DeleteOffsets { group, .. } => Some(group),
+            GroupRequest::List => None,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub enum GroupResponse {
     Join(crate::group::JoinResult),
@@ -120,10 +139,27 @@ pub struct GroupSummary {
 #[derive(Default)]
 pub struct Groups {
     pub coordinator: Coordinator,
-    waiters: HashMap<Ticket, oneshot::Sender<Answer>>,
+    /// Parked joins and syncs, with their group's `__consumer_offsets` partition.
+    waiters: HashMap<Ticket, (i32, oneshot::Sender<Answer>)>,
     /// Offsets committed inside open transactions, by producer id: (offsets partition,
     /// group, partition, offset, metadata). Applied at the commit marker, dropped at abort.
     pending_txn: HashMap<i64, Vec<PendingOffset>>,
+}
+
+impl Groups {
+    /// Forgets every group of `__consumer_offsets` partition `partition` (this node stopped
+    /// coordinating it): parked requests are dropped (answered NOT_COORDINATOR), and offsets
+    /// of open transactions go too (the new coordinator replays them from the log).
+    pub(crate) fn forget_partition(&mut self, partition: i32) {
+        self.coordinator
+            .groups
+            .retain(|name, _| offsets_partition(name) != partition);
+        self.waiters.retain(|_, (p, _)| *p != partition);
+        for pending in self.pending_txn.values_mut() {
+            pending.retain(|o| o.offsets_partition != partition);
+        }
+        self.pending_txn.retain(|_, pending| !pending.is_empty());
+    }
 }
 
 /// An offset committed inside a transaction, waiting for its marker.
@@ -196,21 +232,45 @@ impl Node {
     fn deliver(&self, answers: Vec<(Ticket, Answer)>) {
         let mut g = self.groups.borrow_mut();
         for (t, a) in answers {
-            if let Some(tx) = g.waiters.remove(&t) {
+            if let Some((_, tx)) = g.waiters.remove(&t) {
                 let _ = tx.send(a);
             }
         }
     }
 
-    async fn park(&self, ticket: Ticket, done: Vec<(Ticket, Answer)>) -> Option<Answer> {
+    async fn park(
+        &self,
+        group: &str,
+        ticket: Ticket,
+        done: Vec<(Ticket, Answer)>,
+    ) -> Option<Answer> {
         let (tx, rx) = oneshot::channel();
-        self.groups.borrow_mut().waiters.insert(ticket, tx);
+        self.groups
+            .borrow_mut()
+            .waiters
+            .insert(ticket, (offsets_partition(group), tx));
         self.deliver(done);
         // Delivered by this shard (local wake).
         rx.await.ok()
     }
 
     pub async fn group_local(self: &Rc<Self>, req: GroupRequest) -> GroupResponse {
+        // Its offsets partition not loaded (yet) on this shard (`coordinators`): answered as
+        // Kafka's coordinator answers while it loads — a heartbeat passes (the member learns
+        // it is unknown once loaded), a sync restarts the rebalance at JoinGroup (its state
+        // is gone), everything else COORDINATOR_LOAD_IN_PROGRESS (retriable).
+        if let Some(group) = req.group() {
+            let tp = (OFFSETS_TOPIC.to_string(), offsets_partition(group));
+            if !self.coordinator_loaded(&tp) {
+                return match req {
+                    GroupRequest::Heartbeat { .. } => GroupResponse::Error(ErrorCode::None),
+                    GroupRequest::Sync { .. } => {
+                        GroupResponse::Error(ErrorCode::RebalanceInProgress)
+                    }
+                    _ => GroupResponse::Error(ErrorCode::CoordinatorLoadInProgress),
+                };
+            }
+        }
         let now = now_ms();
         match req {
             GroupRequest::Join(j) => {
@@ -222,9 +282,10 @@ impl Node {
                         self.deliver(done);
                         GroupResponse::Join(r)
                     }
-                    Outcome::Parked(t) => match self.park(t, done).await {
+                    // Dropped unanswered: this node stopped coordinating the group.
+                    Outcome::Parked(t) => match self.park(&group, t, done).await {
                         Some(Answer::Join(r)) => GroupResponse::Join(r),
-                        _ => GroupResponse::Error(ErrorCode::UnknownServerError),
+                        _ => GroupResponse::Error(ErrorCode::NotCoordinator),
                     },
                 }
             }
@@ -248,9 +309,9 @@ impl Node {
                         self.deliver(done);
                         GroupResponse::Sync(r)
                     }
-                    Outcome::Parked(t) => match self.park(t, done).await {
+                    Outcome::Parked(t) => match self.park(&group, t, done).await {
                         Some(Answer::Sync(r)) => GroupResponse::Sync(r),
-                        _ => GroupResponse::Error(ErrorCode::UnknownServerError),
+                        _ => GroupResponse::Error(ErrorCode::NotCoordinator),
                     },
                 }
             }
@@ -491,10 +552,6 @@ impl Node {
     /// `offset:leader epoch \0 metadata`.
     async fn persist_offsets(&self, group: &str, offsets: &[OffsetEntry]) -> Result<(), ErrorCode> {
         let tp = (OFFSETS_TOPIC.to_string(), offsets_partition(group));
-        let log: PartitionLog = self
-            .local_partition(&tp)
-            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
-        self.lead_epoch(&tp, &log).await?;
         let mut b = BatchBuilder::new(now_ms());
         for ((topic, partition), offset, epoch, metadata) in offsets {
             let key = format!("{group}\0{topic}\0{partition}");
@@ -511,12 +568,12 @@ impl Node {
             return Ok(());
         }
         let batch = BytesMut::from(&b.finish()[..]);
-        log.append_durable(batch, now_ms())
+        self.coordinator_append(&tp, batch, true)
             .await
             .map(|_| ())
             .map_err(|e| {
-                warn!(group, error = %e, "could not persist committed offsets");
-                ErrorCode::KafkaStorageError
+                warn!(group, error = ?e, "could not persist committed offsets");
+                e.coordinator_code()
             })
     }
 
@@ -530,10 +587,7 @@ impl Node {
         offsets: &[OffsetEntry],
     ) -> Result<(), ErrorCode> {
         let tp = (OFFSETS_TOPIC.to_string(), offsets_partition(group));
-        let log: PartitionLog = self
-            .local_partition(&tp)
-            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
-        self.lead_epoch(&tp, &log).await?;
+        let log: PartitionLog = self.led(&tp).map_err(|_| ErrorCode::NotCoordinator)?;
         let mut sequence = log.next_sequence(producer_id, epoch);
         for _attempt in 0..2 {
             let mut b = BatchBuilder::new(now_ms());
@@ -544,15 +598,17 @@ impl Node {
             }
             let b = b.producer(producer_id, epoch, sequence).transactional();
             let batch = BytesMut::from(&b.finish()[..]);
-            match log.append_durable(batch, now_ms()).await {
+            match self.coordinator_append(&tp, batch, true).await {
                 Ok(_) => return Ok(()),
                 // Our own sequence numbers: after a restart the partition may remember more.
-                Err(crate::storage::AppendError::OutOfOrderSequence { expected }) => {
+                Err(super::coordinators::CoordinatorWriteError::Append(
+                    crate::storage::AppendError::OutOfOrderSequence { expected },
+                )) => {
                     sequence = expected;
                 }
                 Err(e) => {
-                    warn!(group, error = %e, "could not persist transactional offsets");
-                    return Err(e.error_code());
+                    warn!(group, error = ?e, "could not persist transactional offsets");
+                    return Err(e.coordinator_code());
                 }
             }
         }

@@ -34,6 +34,7 @@ use crate::storage::{AppendError, Offset, PartitionLog, ReadError, ReadOut, Stor
 pub use crate::storage::TopicPartition;
 
 mod cluster;
+mod coordinators;
 mod fetch_probe;
 pub(crate) use fetch_probe::Probe;
 pub mod group_service;
@@ -206,6 +207,11 @@ pub struct Node {
     pub(crate) groups: RefCell<crate::node::group_service::Groups>,
     /// Transactional ids coordinated by this shard.
     pub(crate) txns: RefCell<crate::node::txn_service::Txns>,
+    /// Internal partitions whose groups / transactional ids this shard has loaded and serves,
+    /// with the leader epoch they were loaded at (`coordinators`).
+    coordinated: RefCell<HashMap<TopicPartition, i32>>,
+    /// One coordinator load pass at a time (`coordinators`).
+    coordinator_sync: Semaphore,
     /// Produce memory budget of this shard, in KiB units (`limits::SHARD_PRODUCE_MEMORY_BYTES`).
     pub produce_memory: Rc<Semaphore>,
     /// Connection memory budget of this shard, in KiB units: large request frames and queued
@@ -252,6 +258,8 @@ impl Node {
             controller: Semaphore::new(1),
             groups: RefCell::new(Default::default()),
             txns: RefCell::new(Default::default()),
+            coordinated: RefCell::new(HashMap::new()),
+            coordinator_sync: Semaphore::new(1),
             produce_memory: Rc::new(Semaphore::new(
                 (crate::limits::SHARD_PRODUCE_MEMORY_BYTES >> 10) as u64,
             )),
@@ -378,6 +386,7 @@ impl Node {
                 self.apply_catalog(catalog).await;
                 self.follow_leaders();
                 self.sync_leaders();
+                self.spawn_coordinator_sync();
                 let _ = reply.send(());
             }
             ShardMsg::Catalog {
@@ -714,6 +723,7 @@ impl Node {
             .map(|(tp, log)| (tp.clone(), log.clone()))
             .collect();
         for (tp, log) in gone {
+            self.unload_coordinator(&tp);
             self.partitions.borrow_mut().remove(&tp);
             self.partitions_generation
                 .set(self.partitions_generation.get() + 1);
@@ -756,17 +766,16 @@ impl Node {
                         if report.scanned > 0 || report.segments > 0 {
                             info!(shard = self.shard, topic = %name, partition = p, end = %log.log_end(), ?report, "partition opened");
                         }
-                        let offsets_topic = tp.0 == crate::internal_topics::OFFSETS_TOPIC;
-                        // Transaction states load before the partition is visible: until then
-                        // requests for its ids get COORDINATOR_LOAD_IN_PROGRESS.
-                        if tp.0 == crate::internal_topics::TXN_TOPIC {
-                            self.replay_txns(&log).await;
-                        }
-                        self.partitions.borrow_mut().insert(tp, log.clone());
+                        let internal = tp.0 == crate::internal_topics::OFFSETS_TOPIC
+                            || tp.0 == crate::internal_topics::TXN_TOPIC;
+                        self.partitions.borrow_mut().insert(tp.clone(), log.clone());
                         self.partitions_generation
                             .set(self.partitions_generation.get() + 1);
-                        if offsets_topic {
-                            self.replay_offsets(&log).await;
+                        // Until loaded, its groups and transactional ids are answered
+                        // COORDINATOR_LOAD_IN_PROGRESS. In a cluster they load when this
+                        // node leads the partition (`coordinators`).
+                        if internal && catalog.cluster.is_none() {
+                            self.load_at_open(&tp, &log).await;
                         }
                     }
                     Err(e) => {

@@ -149,7 +149,7 @@ impl Node {
                 return TxnResponse::Listed(t.coordinator.txns.values().cloned().collect());
             }
         };
-        if self.local_partition(&txn_tp(&id)).is_none() {
+        if !self.coordinator_loaded(&txn_tp(&id)) {
             return match req {
                 TxnRequest::Init { .. } => {
                     TxnResponse::Init(Err(ErrorCode::CoordinatorLoadInProgress))
@@ -253,8 +253,19 @@ impl Node {
                 node.write_marker(tp, pid, epoch, commit).await
             }));
         }
+        // A marker not written yet (its leader moving, too few replicas, no answer in time)
+        // leaves the transaction in `Prepare*`, which the ticker finishes: the client is told
+        // to retry (CONCURRENT_TRANSACTIONS, retriable for every client, as Kafka answers an
+        // EndTxn while markers are pending), not a code it would treat as fatal.
+        let mut failed = None;
         for w in writes {
-            w.await?;
+            if let Err(code) = w.await {
+                failed = Some(code);
+            }
+        }
+        if let Some(code) = failed {
+            warn!(id = %prepared.transactional_id, ?code, "a transaction marker is not written yet; the ticker retries");
+            return Err(ErrorCode::ConcurrentTransactions);
         }
         // Not fdatasynced here: `Prepare*` (durable) is the decision and the markers are
         // durable; if this record is lost in a crash, recovery finds `Prepare*` and writes
@@ -266,24 +277,17 @@ impl Node {
     /// Appends `meta` to the id's `__transaction_state` partition (fdatasynced if `durable`),
     /// then makes it the current state.
     async fn persist_txn(&self, meta: TxnMeta, durable: bool) -> Result<TxnMeta, ErrorCode> {
-        let log = self
-            .local_partition(&txn_tp(&meta.transactional_id))
-            .ok_or(ErrorCode::NotCoordinator)?;
-        self.lead_epoch(&txn_tp(&meta.transactional_id), &log)
-            .await?;
         let (key, value) = crate::txn::encode(&meta);
         let mut b = BatchBuilder::new(now_ms());
         b.push(Some(&key), &value, 0);
         let batch = BytesMut::from(&b.finish()[..]);
-        let appended = if durable {
-            log.append_durable(batch, now_ms()).await
-        } else {
-            log.append(batch, now_ms()).await
-        };
-        appended.map_err(|e| {
-            warn!(id = %meta.transactional_id, error = %e, "could not persist transaction state");
-            ErrorCode::KafkaStorageError
-        })?;
+        // Not durable: in the log here only (acks=1); see `complete` above.
+        self.coordinator_append(&txn_tp(&meta.transactional_id), batch, durable)
+            .await
+            .map_err(|e| {
+                warn!(id = %meta.transactional_id, error = ?e, "could not persist transaction state");
+                e.coordinator_code()
+            })?;
         self.txns.borrow_mut().coordinator.adopt(meta.clone());
         Ok(meta)
     }
@@ -353,18 +357,14 @@ impl Node {
         epoch: i16,
         commit: bool,
     ) -> Result<(), ErrorCode> {
-        let log = self
-            .local_partition(tp)
-            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
-        self.lead_epoch(tp, &log).await?;
+        // Written as Kafka writes markers: acks=all on the partition's leader.
         let batch = control_batch(producer_id, epoch, commit, 0, now_ms());
-        log.append_durable(BytesMut::from(&batch[..]), now_ms())
+        self.coordinator_append(tp, BytesMut::from(&batch[..]), true)
             .await
             .map_err(|e| {
-                warn!(topic = %tp.0, partition = tp.1, error = %e, "could not write a transaction marker");
-                e.error_code()
+                warn!(topic = %tp.0, partition = tp.1, error = ?e, "could not write a transaction marker");
+                e.code()
             })?;
-        self.shared.appended[self.shard].notify(usize::MAX);
         if tp.0 == crate::internal_topics::OFFSETS_TOPIC {
             self.end_txn_offsets(producer_id, tp.1, commit);
         }
@@ -434,6 +434,8 @@ impl Node {
                     let t = me.txns.borrow();
                     let mut w = t.coordinator.expired(now);
                     w.extend(t.coordinator.in_doubt());
+                    // Only ids of partitions loaded in full (not one being replayed).
+                    w.retain(|m| me.coordinator_loaded(&txn_tp(&m.transactional_id)));
                     w
                 };
                 for meta in work {
@@ -448,7 +450,8 @@ impl Node {
                         .coordinator
                         .get(&meta.transactional_id)
                         .cloned();
-                    let still = current.is_some_and(|c| {
+                    let loaded = me.coordinator_loaded(&txn_tp(&meta.transactional_id));
+                    let still = loaded && current.is_some_and(|c| {
                         (c.state.is_prepare() && c == meta)
                             || (c.state == crate::txn::TxnState::Ongoing
                                 && c.epoch.saturating_add(1) == meta.epoch)
