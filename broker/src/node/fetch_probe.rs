@@ -51,7 +51,7 @@ impl Node {
             // A partition opened or removed on this shard during the long poll (a topic
             // deleted, or deleted and created again): ask by name, as a new fetch would.
             Probe::Held(log, generation) if *generation == self.partitions_generation.get() => {
-                log.read_nothing_new(offset, committed)
+                log.read_nothing_new(offset, committed, None)
             }
             Probe::Held(..) | Probe::ByName => self.read_nothing_new(tp, offset, committed),
         }
@@ -68,9 +68,11 @@ impl Node {
         // Only this shard's partitions qualify; in a cluster only those this node leads (the
         // others take the full path, which answers NOT_LEADER_OR_FOLLOWER).
         let log = self.led(tp).ok()?;
-        let out = log.read_nothing_new(offset, committed)?;
-        // A replicated partition reports its high watermark, not its log end.
-        Some(match self.visible_end(tp, &log) {
+        // A replicated partition reports its high watermark, not its log end, and has
+        // nothing new for a reader at it.
+        let hw = self.visible_end(tp, &log);
+        let out = log.read_nothing_new(offset, committed, hw)?;
+        Some(match hw {
             Some(hw) => out.bounded(hw),
             None => out,
         })

@@ -247,15 +247,22 @@ impl PartitionLog {
     }
 
     /// A read with nothing to return, answered without a task: `offset` is the log end (or,
-    /// for a read_committed read, at or past the last stable offset). `None` when there is
-    /// something to read, or the offset is out of range (the full read reports that).
-    /// A consumer of 1,000 partitions asks for all of them in every fetch, and most have
-    /// nothing new.
-    pub fn read_nothing_new(&self, offset: Offset, committed: bool) -> Option<ReadOut> {
+    /// for a read_committed read, at or past the last stable offset; on a replicated leader,
+    /// at or past `visible_end`, the high watermark). `None` when there is something to
+    /// read, or the offset is out of range (the full read reports that). A consumer of 1,000
+    /// partitions asks for all of them in every fetch, and most have nothing new; a consumer
+    /// parked at the high watermark is woken by every append, which it cannot see yet.
+    pub fn read_nothing_new(
+        &self,
+        offset: Offset,
+        committed: bool,
+        visible_end: Option<Offset>,
+    ) -> Option<ReadOut> {
         let st = self.inner.state.borrow();
         let (log_start, log_end) = (st.log.log_start(), st.log.log_end());
         let last_stable = st.txns.last_stable(log_end);
         let stop = if committed { last_stable } else { log_end };
+        let stop = visible_end.map_or(stop, |end| stop.min(end));
         (offset >= stop && offset >= log_start && offset <= log_end).then(|| ReadOut {
             batches: Vec::new(),
             log_start,
