@@ -257,7 +257,8 @@ struct BrokerAsks {
 
 impl BrokerAsks {
     /// Sends `req` to `to`; the reply comes from its answer or, after
-    /// `CONTROLLER_REQUEST_TIMEOUT_MS`, REQUEST_TIMED_OUT.
+    /// `CONTROLLER_REQUEST_TIMEOUT_MS` (a replica fetch: its wait plus
+    /// `REPLICA_FETCH_SLACK_MS`), REQUEST_TIMED_OUT.
     fn ask(
         self: &Rc<Self>,
         driver: &MetadataDriver,
@@ -267,6 +268,14 @@ impl BrokerAsks {
     ) {
         let id = self.next_id.get() + 1;
         self.next_id.set(id);
+        // A replica fetch session waits on its answer for every partition it carries: a lost
+        // answer must not stall them for the controller's 10 s.
+        let timeout_ms = match req {
+            BrokerRequest::ReplicaFetchMany { max_wait_ms, .. } => {
+                u64::try_from(*max_wait_ms).unwrap_or(0) + crate::limits::REPLICA_FETCH_SLACK_MS
+            }
+            _ => CONTROLLER_REQUEST_TIMEOUT_MS,
+        };
         if let Err(why) = driver.send_to(
             to,
             Channel::BrokerRequest,
@@ -279,7 +288,7 @@ impl BrokerAsks {
         self.waiting.borrow_mut().insert(id, (to, reply));
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
-            glommio::timer::sleep(Duration::from_millis(CONTROLLER_REQUEST_TIMEOUT_MS)).await;
+            glommio::timer::sleep(Duration::from_millis(timeout_ms)).await;
             if let Some((_, reply)) = me.waiting.borrow_mut().remove(&id) {
                 let _ = reply.send(Err(ErrorCode::RequestTimedOut));
             }
@@ -337,7 +346,7 @@ async fn broker_messages(
                         let answer = broker_rpc::encode_answer(&BrokerAnswer {
                             request_id: id,
                             error: Some(ErrorCode::InvalidRequest),
-                            replica: None,
+                            partitions: Vec::new(),
                         });
                         if let Err(why) = driver.send_to(from, Channel::BrokerAnswer, &answer) {
                             debug!(peer = from, %why, "broker answer not sent");
@@ -359,7 +368,7 @@ async fn broker_messages(
                     let answer = broker_rpc::encode_answer(&BrokerAnswer {
                         request_id: id,
                         error: outcome.as_ref().err().copied(),
-                        replica: outcome.ok().flatten(),
+                        partitions: outcome.unwrap_or_default(),
                     });
                     if let Err(why) = driver.send_to(from, Channel::BrokerAnswer, &answer) {
                         debug!(peer = from, %why, "broker answer not sent");
@@ -372,9 +381,9 @@ async fn broker_messages(
     }
 }
 
-/// What a shard's answer to a broker request resolves to: a fetch's data, or nothing.
+/// What a shard's answer to a broker request resolves to: a fetch's partitions, or nothing.
 type ShardAnswer = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<Option<broker_rpc::ReplicaData>, ErrorCode>>>,
+    Box<dyn std::future::Future<Output = Result<Vec<broker_rpc::PartitionAnswer>, ErrorCode>>>,
 >;
 
 /// The shard message for a broker request (to the partition's shard) and its answer. A
@@ -406,45 +415,41 @@ fn to_shard(
                 wake::cross(rx)
                     .await
                     .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
-                    .map(|()| None)
+                    .map(|()| Vec::new())
             });
             Ok((shard, (msg, answer)))
         }
-        BrokerRequest::ReplicaFetch {
-            topic,
-            partition,
+        BrokerRequest::ReplicaFetchMany {
             replica,
-            leader_epoch,
-            offset,
-            last_epoch,
-            max_bytes,
+            leader_shard,
+            max_wait_ms,
+            response_max_bytes,
+            partitions,
         } => {
             if replica != from {
                 return Err(format!("node {from} fetched for replica {replica}"));
             }
-            if partition < 0 || offset < 0 || max_bytes <= 0 || leader_epoch < 0 {
+            let shard = leader_shard as usize;
+            if shard >= shards || max_wait_ms < 0 || response_max_bytes < 0 {
                 return Err(format!(
-                    "replica fetch of {topic}-{partition} at {offset} for {max_bytes} bytes"
+                    "replica fetch of shard {leader_shard} of {shards}, wait {max_wait_ms} ms, {response_max_bytes} bytes"
                 ));
             }
-            let shard = crate::runtime::shard::shard_for(&topic, partition, shards);
+            let asked = partitions.len();
             let (reply, rx) = oneshot::channel();
-            let msg = ShardMsg::ReplicaFetch {
-                tp: (topic, partition),
-                fetch: crate::node::ReplicaFetchArgs {
+            let msg = ShardMsg::ReplicaFetchMany {
+                fetch: crate::node::ReplicaFetchMany {
                     replica,
-                    leader_epoch,
-                    offset,
-                    last_epoch,
-                    max_bytes,
+                    max_wait_ms,
+                    response_max_bytes,
+                    partitions,
                 },
                 reply,
             };
             let answer: ShardAnswer = Box::pin(async move {
-                wake::cross(rx)
+                Ok(wake::cross(rx)
                     .await
-                    .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
-                    .map(Some)
+                    .unwrap_or_else(|_| vec![Err(ErrorCode::NotLeaderOrFollower); asked]))
             });
             Ok((shard, (msg, answer)))
         }

@@ -257,9 +257,20 @@ pub const CONTROLLER_CALLS_IN_FLIGHT: usize = 64;
 /// `replica.fetch.max.bytes` is 1 MiB per partition); one answer must fit a cluster message.
 pub const REPLICA_FETCH_MAX_BYTES: i32 = 1 << 20;
 
+/// Cluster mode: bytes of batches in one answer to a follower's fetch session, all its
+/// partitions together (Kafka's `replica.fetch.response.max.bytes` is 10 MiB). Smaller here:
+/// an answer (plus at most one batch past the cap) must fit one cluster message (16 MiB), and
+/// the answers to all sessions toward one peer share its 64 MiB send queue with the quorum.
+pub const REPLICA_FETCH_RESPONSE_MAX_BYTES: i32 = 4 << 20;
+
 /// Cluster mode: how long a leader holds a follower's fetch that has nothing new (Kafka's
 /// `replica.fetch.wait.max.ms`, 500 ms), answering as soon as something is appended.
 pub const REPLICA_FETCH_WAIT_MS: u64 = 500;
+
+/// Cluster mode: how long past its wait a follower gives up on a fetch session's answer (a
+/// message lost with a connection) and asks again. Above a round trip under load; far below
+/// `replica.lag.time.max.ms`, so a lost answer does not cost the ISR.
+pub const REPLICA_FETCH_SLACK_MS: u64 = 2_000;
 
 /// Cluster mode: a follower's pause after a failed fetch (Kafka's
 /// `replica.fetch.backoff.ms`, 1 s; shorter here so a failover is followed quickly).

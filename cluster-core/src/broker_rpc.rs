@@ -21,26 +21,41 @@ pub enum BrokerRequest {
         producer_epoch: i16,
         commit: bool,
     },
-    /// Node `replica` holds `topic`-`partition` below `offset`, its last batch is of epoch
-    /// `last_epoch` (-1: none), and it follows the leader at `leader_epoch`.
-    ReplicaFetch {
-        topic: String,
-        partition: i32,
+    /// Node `replica`'s fetch of every partition it follows on this node's shard
+    /// `leader_shard`, held up to `max_wait_ms` for something new.
+    ReplicaFetchMany {
         replica: NodeId,
-        leader_epoch: i32,
-        offset: i64,
-        last_epoch: i32,
-        max_bytes: i32,
+        leader_shard: u32,
+        max_wait_ms: i32,
+        response_max_bytes: i32,
+        partitions: Vec<PartitionFetch>,
     },
 }
+
+/// One partition of a `ReplicaFetchMany`: node `replica` holds `topic`-`partition` below
+/// `offset`, its last batch is of epoch `last_epoch` (-1: none), it follows the leader at
+/// `leader_epoch`, and the high watermark it last heard is `known_high_watermark` (-1: none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionFetch {
+    pub topic: String,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub offset: i64,
+    pub last_epoch: i32,
+    pub known_high_watermark: i64,
+    pub max_bytes: i32,
+}
+
+/// One partition's part of a `ReplicaFetchMany`'s answer.
+pub type PartitionAnswer = Result<ReplicaData, ErrorCode>;
 
 /// The answer to one request: `None` done, else the Kafka error.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerAnswer {
     pub request_id: u64,
     pub error: Option<ErrorCode>,
-    /// A ReplicaFetch's answer.
-    pub replica: Option<ReplicaData>,
+    /// A ReplicaFetchMany's answer: one per partition asked, in the request's order.
+    pub partitions: Vec<PartitionAnswer>,
 }
 
 /// What a leader sends a follower.
@@ -82,28 +97,42 @@ pub fn encode_request(request_id: u64, req: &BrokerRequest) -> Vec<u8> {
                 .as_union_value(),
             )
         }
-        BrokerRequest::ReplicaFetch {
-            topic,
-            partition,
+        BrokerRequest::ReplicaFetchMany {
             replica,
-            leader_epoch,
-            offset,
-            last_epoch,
-            max_bytes,
+            leader_shard,
+            max_wait_ms,
+            response_max_bytes,
+            partitions,
         } => {
-            let topic = b.create_string(topic);
+            let items: Vec<_> = partitions
+                .iter()
+                .map(|p| {
+                    let topic = b.create_string(&p.topic);
+                    fb::ReplicaFetchPartition::create(
+                        &mut b,
+                        &fb::ReplicaFetchPartitionArgs {
+                            topic: Some(topic),
+                            partition: p.partition,
+                            leader_epoch: p.leader_epoch,
+                            offset: p.offset,
+                            last_epoch: p.last_epoch,
+                            known_high_watermark: p.known_high_watermark,
+                            max_bytes: p.max_bytes,
+                        },
+                    )
+                })
+                .collect();
+            let items = b.create_vector(&items);
             (
-                fb::Body::ReplicaFetch,
-                fb::ReplicaFetch::create(
+                fb::Body::ReplicaFetchMany,
+                fb::ReplicaFetchMany::create(
                     &mut b,
-                    &fb::ReplicaFetchArgs {
-                        topic: Some(topic),
-                        partition: *partition,
+                    &fb::ReplicaFetchManyArgs {
                         replica: *replica,
-                        leader_epoch: *leader_epoch,
-                        offset: *offset,
-                        last_epoch: *last_epoch,
-                        max_bytes: *max_bytes,
+                        leader_shard: *leader_shard,
+                        max_wait_ms: *max_wait_ms,
+                        response_max_bytes: *response_max_bytes,
+                        partitions: Some(items),
                     },
                 )
                 .as_union_value(),
@@ -138,16 +167,26 @@ pub fn decode_request(bytes: &[u8]) -> Result<(u64, BrokerRequest), String> {
                 commit: m.commit(),
             }
         }
-        fb::Body::ReplicaFetch => {
-            let f = r.body_as_replica_fetch().ok_or_else(unknown)?;
-            BrokerRequest::ReplicaFetch {
-                topic: string(f.topic(), "replica fetch: topic")?,
-                partition: f.partition(),
+        fb::Body::ReplicaFetchMany => {
+            let f = r.body_as_replica_fetch_many().ok_or_else(unknown)?;
+            let mut partitions = Vec::new();
+            for p in f.partitions().iter().flatten() {
+                partitions.push(PartitionFetch {
+                    topic: string(p.topic(), "replica fetch: topic")?,
+                    partition: p.partition(),
+                    leader_epoch: p.leader_epoch(),
+                    offset: p.offset(),
+                    last_epoch: p.last_epoch(),
+                    known_high_watermark: p.known_high_watermark(),
+                    max_bytes: p.max_bytes(),
+                });
+            }
+            BrokerRequest::ReplicaFetchMany {
                 replica: f.replica(),
-                leader_epoch: f.leader_epoch(),
-                offset: f.offset(),
-                last_epoch: f.last_epoch(),
-                max_bytes: f.max_bytes(),
+                leader_shard: f.leader_shard(),
+                max_wait_ms: f.max_wait_ms(),
+                response_max_bytes: f.response_max_bytes(),
+                partitions,
             }
         }
         _ => return Err(unknown()),
@@ -156,22 +195,42 @@ pub fn decode_request(bytes: &[u8]) -> Result<(u64, BrokerRequest), String> {
 }
 
 pub fn encode_answer(a: &BrokerAnswer) -> Vec<u8> {
-    let data = a.replica.as_ref();
-    let records_len = data.map_or(0, |d| d.records.len());
+    let records_len = a
+        .partitions
+        .iter()
+        .map(|p| 48 + p.as_ref().map_or(0, |d| d.records.len()))
+        .sum::<usize>();
     let mut b = FlatBufferBuilder::with_capacity(64 + records_len);
-    let records = data.map(|d| b.create_vector(&d.records));
-    let diverging = data.and_then(|d| d.diverging);
+    let partitions = (!a.partitions.is_empty()).then(|| {
+        let items: Vec<_> = a
+            .partitions
+            .iter()
+            .map(|p| {
+                let d = p.as_ref().ok();
+                let records = d.map(|d| b.create_vector(&d.records));
+                let diverging = d.and_then(|d| d.diverging);
+                fb::ReplicaPartitionAnswer::create(
+                    &mut b,
+                    &fb::ReplicaPartitionAnswerArgs {
+                        error_code: p.as_ref().err().map_or(0, |c| c.code()),
+                        high_watermark: d.map_or(-1, |d| d.high_watermark),
+                        log_start: d.map_or(-1, |d| d.log_start),
+                        diverging_epoch: diverging.map_or(-1, |d| d.0),
+                        diverging_end_offset: diverging.map_or(-1, |d| d.1),
+                        records,
+                    },
+                )
+            })
+            .collect();
+        b.create_vector(&items)
+    });
     let root = fb::Answer::create(
         &mut b,
         &fb::AnswerArgs {
             request_id: a.request_id,
             error_code: a.error.map_or(0, |c| c.code()),
-            high_watermark: data.map_or(-1, |d| d.high_watermark),
-            log_start: data.map_or(-1, |d| d.log_start),
-            diverging_epoch: diverging.map_or(-1, |d| d.0),
-            diverging_end_offset: diverging.map_or(-1, |d| d.1),
-            records,
-            replica: data.is_some(),
+            partitions,
+            ..Default::default()
         },
     );
     b.finish(root, None);
@@ -181,25 +240,34 @@ pub fn encode_answer(a: &BrokerAnswer) -> Vec<u8> {
 pub fn decode_answer(bytes: &[u8]) -> Result<BrokerAnswer, String> {
     let a = flatbuffers::root_with_opts::<fb::Answer>(&verifier_options(bytes), bytes)
         .map_err(|e| format!("broker answer: {e}"))?;
-    let error = match a.error_code() {
-        0 => None,
-        code => Some(
-            ErrorCode::from_code(code)
-                .ok_or_else(|| format!("broker answer: unknown error code {code}"))?,
-        ),
-    };
-    let replica = a.replica().then(|| ReplicaData {
-        high_watermark: a.high_watermark(),
-        log_start: a.log_start(),
-        diverging: (a.diverging_epoch() >= 0 || a.diverging_end_offset() >= 0)
-            .then(|| (a.diverging_epoch(), a.diverging_end_offset())),
-        records: a.records().map(|r| r.bytes().to_vec()).unwrap_or_default(),
-    });
+    let error = error_code(a.error_code())?;
+    let mut partitions = Vec::new();
+    for p in a.partitions().iter().flatten() {
+        partitions.push(match error_code(p.error_code())? {
+            Some(code) => Err(code),
+            None => Ok(ReplicaData {
+                high_watermark: p.high_watermark(),
+                log_start: p.log_start(),
+                diverging: (p.diverging_epoch() >= 0 || p.diverging_end_offset() >= 0)
+                    .then(|| (p.diverging_epoch(), p.diverging_end_offset())),
+                records: p.records().map(|r| r.bytes().to_vec()).unwrap_or_default(),
+            }),
+        });
+    }
     Ok(BrokerAnswer {
         request_id: a.request_id(),
         error,
-        replica,
+        partitions,
     })
+}
+
+fn error_code(code: i16) -> Result<Option<ErrorCode>, String> {
+    match code {
+        0 => Ok(None),
+        code => ErrorCode::from_code(code)
+            .map(Some)
+            .ok_or_else(|| format!("broker answer: unknown error code {code}")),
+    }
 }
 
 #[cfg(test)]
@@ -217,36 +285,59 @@ mod tests {
         };
         let bytes = encode_request(42, &req);
         assert_eq!(decode_request(&bytes), Ok((42, req)));
-        let fetch = BrokerRequest::ReplicaFetch {
-            topic: "orders".into(),
-            partition: 1,
-            replica: 3,
-            leader_epoch: 5,
-            offset: 1 << 33,
-            last_epoch: 4,
-            max_bytes: 1 << 20,
+        let many = BrokerRequest::ReplicaFetchMany {
+            replica: 2,
+            leader_shard: 3,
+            max_wait_ms: 500,
+            response_max_bytes: 8 << 20,
+            partitions: (0..3)
+                .map(|p| PartitionFetch {
+                    topic: format!("t{p}"),
+                    partition: p,
+                    leader_epoch: 7,
+                    offset: 100 + i64::from(p),
+                    last_epoch: 6,
+                    known_high_watermark: 90,
+                    max_bytes: 1 << 20,
+                })
+                .collect(),
         };
-        assert_eq!(decode_request(&encode_request(43, &fetch)), Ok((43, fetch)));
+        let many_bytes = encode_request(44, &many);
+        assert_eq!(decode_request(&many_bytes), Ok((44, many)));
+        for i in 0..many_bytes.len() {
+            let mut damaged = many_bytes.clone();
+            damaged[i] ^= 0x5A;
+            let _ = decode_request(&damaged);
+        }
         for a in [
             BrokerAnswer {
                 request_id: 9,
                 error: None,
-                replica: None,
+                partitions: Vec::new(),
             },
             BrokerAnswer {
                 request_id: 10,
                 error: Some(ErrorCode::NotLeaderOrFollower),
-                replica: None,
+                partitions: Vec::new(),
             },
             BrokerAnswer {
-                request_id: 11,
+                request_id: 12,
                 error: None,
-                replica: Some(ReplicaData {
-                    high_watermark: 40,
-                    log_start: 2,
-                    diverging: Some((3, 17)),
-                    records: vec![1, 2, 3, 4],
-                }),
+                partitions: vec![
+                    Err(ErrorCode::NotLeaderOrFollower),
+                    Ok(ReplicaData {
+                        high_watermark: 5,
+                        log_start: 0,
+                        diverging: None,
+                        records: vec![9; 100],
+                    }),
+                    Ok(ReplicaData {
+                        high_watermark: 5,
+                        log_start: 0,
+                        diverging: Some((2, 4)),
+                        records: Vec::new(),
+                    }),
+                ],
             },
         ] {
             assert_eq!(decode_answer(&encode_answer(&a)), Ok(a));

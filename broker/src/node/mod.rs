@@ -41,7 +41,8 @@ pub mod group_service;
 mod partition_ops;
 mod replica_fetcher;
 mod replica_leader;
-pub use replica_fetcher::ReplicaFetchArgs;
+mod replica_serve;
+pub use replica_serve::ReplicaFetchMany;
 pub mod txn_service;
 pub use cluster::SINGLE_NODE_ID;
 
@@ -114,11 +115,10 @@ pub enum ShardMsg {
         before: Offset,
         reply: oneshot::Sender<Result<Offset, ErrorCode>>,
     },
-    /// A follower's fetch (#18), to the partition's shard on its leader.
-    ReplicaFetch {
-        tp: TopicPartition,
-        fetch: ReplicaFetchArgs,
-        reply: oneshot::Sender<Result<strand_cluster_core::broker_rpc::ReplicaData, ErrorCode>>,
+    /// A follower shard's fetch session (#18), to the leader's shard it names.
+    ReplicaFetchMany {
+        fetch: ReplicaFetchMany,
+        reply: oneshot::Sender<Vec<strand_cluster_core::broker_rpc::PartitionAnswer>>,
     },
     /// OffsetForLeaderEpoch, to the partition's shard: `(epoch, end offset)`.
     EpochEnd {
@@ -221,8 +221,8 @@ pub struct Node {
     pub fetch_sessions: RefCell<crate::fetch_session::FetchSessions>,
     /// Where this shard's requests spend their time (`stages`).
     pub stages: Rc<RefCell<crate::stages::Stages>>,
-    /// Partitions this shard follows (cluster mode): each has a fetcher task.
-    followers: RefCell<HashMap<TopicPartition, replica_fetcher::Following>>,
+    /// Partitions this shard follows (cluster mode), in one fetch session per leader shard.
+    followers: RefCell<replica_fetcher::Followers>,
     /// Partitions this shard leads with replicas on other nodes.
     leaders: RefCell<HashMap<TopicPartition, replica_leader::Led>>,
     /// Whether the replication ticker runs (`replica_leader`).
@@ -268,7 +268,7 @@ impl Node {
             )),
             fetch_sessions: RefCell::new(fetch_sessions),
             stages: Rc::new(RefCell::new(crate::stages::Stages::new())),
-            followers: RefCell::new(HashMap::new()),
+            followers: RefCell::default(),
             leaders: RefCell::new(HashMap::new()),
             replication_ticking: std::cell::Cell::new(false),
         })
@@ -373,8 +373,8 @@ impl Node {
             ShardMsg::DeleteRecords { tp, before, reply } => {
                 let _ = reply.send(self.delete_records_local(&tp, before).await);
             }
-            ShardMsg::ReplicaFetch { tp, fetch, reply } => {
-                let _ = reply.send(self.replica_fetch_local(&tp, fetch).await);
+            ShardMsg::ReplicaFetchMany { fetch, reply } => {
+                let _ = reply.send(self.replica_fetch_many_local(fetch).await);
             }
             ShardMsg::EpochEnd { tp, epoch, reply } => {
                 let _ = reply.send(self.epoch_end_local(&tp, epoch).await);

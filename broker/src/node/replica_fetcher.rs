@@ -1,57 +1,80 @@
 //! Partition replication between nodes (#18, in progress): followers pull from leaders, as
-//! Kafka's do. A follower's shard runs one fetcher task per partition it follows; each fetch
-//! names the follower's log end (everything below it is held) and the epoch of its last batch,
-//! and goes over the cluster link (`BrokerRequest::ReplicaFetch`) to the leader's shard, which
-//! answers whole batches as its log holds them, or — when the follower's log went past where
-//! its last epoch ended on the leader (KIP-595's diverging epoch) — where to truncate
-//! (`replication::epoch_cache::truncation`, KIP-101/279). The follower appends with
-//! `append_replica`, which keeps the leader's offsets, epochs and bytes.
+//! Kafka's do. A follower's shard runs one fetch session per (leader node, leader shard): one
+//! long-polled `BrokerRequest::ReplicaFetchMany` at a time names every partition it follows
+//! there, each with the follower's log end (everything below it is held), the epoch of its
+//! last batch and the high watermark it last heard. The leader's shard (`replica_serve`)
+//! answers each partition with whole batches as its log holds them, or — when the follower's
+//! log went past where its last epoch ended on the leader (KIP-595's diverging epoch) — where
+//! to truncate (`replication::epoch_cache::truncation`, KIP-101/279). The follower appends
+//! with `append_replica`, which keeps the leader's offsets, epochs and bytes; the partitions
+//! of one answer are applied concurrently (different logs), then the next request goes out
+//! (it carries every partition's new offset: the leader's acks). A partition whose answer
+//! failed is left out for `REPLICA_FETCH_BACKOFF_MS` (Kafka's delayed partitions); the
+//! others go on.
 //!
-//! The leader counts a fetch's offset (once it is known not to diverge) toward the high
-//! watermark and the ISR (`replica_leader`), and answers its high watermark, which the follower
-//! keeps for when it leads. Not yet (see `docs/design/replication-plan.md`): a persisted
-//! follower high watermark; replica traffic goes through the controller executor's link rather
-//! than a stream per shard pair, and the records are copied into the message.
+//! Not yet (see `docs/design/replication-plan.md` and `docs/design/replica-fetch-batching.md`):
+//! a persisted follower high watermark; replica traffic goes through the controller
+//! executor's link rather than a stream per shard pair, and the records are copied into the
+//! message.
 
+use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use strand_cluster_core::broker_rpc::{BrokerRequest, ReplicaData};
+use strand_cluster_core::broker_rpc::{
+    BrokerAnswer, BrokerRequest, PartitionAnswer, PartitionFetch, ReplicaData,
+};
 use strand_cluster_core::replication::epoch_cache::truncation;
-use strand_wire::ErrorCode;
 use tracing::{debug, info, warn};
 
 use super::{Node, TopicPartition};
 use crate::limits;
 use crate::storage::scan::split_batches;
-use crate::storage::Offset;
+use crate::storage::{Offset, PartitionLog};
 
-/// What a follower asks (a `BrokerRequest::ReplicaFetch` on its way to the leader's shard).
-#[derive(Clone, Copy, Debug)]
-pub struct ReplicaFetchArgs {
-    pub replica: i32,
-    pub leader_epoch: i32,
-    pub offset: i64,
-    pub last_epoch: i32,
-    pub max_bytes: i32,
+/// A fetch session's key: the leader's node and the shard there that owns the partitions.
+type SessionKey = (i32, u32);
+
+/// What this shard follows: each partition's leader, and the running fetch sessions (each
+/// with the event that tells it its partitions changed).
+#[derive(Default)]
+pub(super) struct Followers {
+    partitions: HashMap<TopicPartition, Following>,
+    sessions: HashMap<SessionKey, Rc<event_listener::Event>>,
 }
 
-/// A partition this shard follows: the leader and epoch its fetcher follows, and which
-/// fetcher it is (a fetcher whose entry changed or went away stops; a partition re-created
-/// under the same name gets a new fetcher even with the same leader and epoch).
-pub(super) struct Following {
+/// A partition this shard follows: the leader, its shard and the epoch it is followed at,
+/// and which following it is (a partition re-created under the same name, or led anew, gets
+/// a new generation: answers asked under an older one are dropped).
+struct Following {
     leader: i32,
+    leader_shard: u32,
     epoch: i32,
     generation: u64,
+    /// Whether the log was told it follows (`become_follower`) in this generation.
+    became_follower: bool,
+    /// Left out of requests until then (its last answer failed).
+    delayed_until: Option<Instant>,
 }
 
-/// Fetchers started on this shard so far (each one's `Following::generation`).
-static FETCHERS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// One partition of a request in flight: what its answer is checked against.
+struct Asked {
+    tp: TopicPartition,
+    epoch: i32,
+    generation: u64,
+    log: PartitionLog,
+    offset: i64,
+}
+
+/// Followings started on this shard so far (each one's `Following::generation`).
+static FOLLOWINGS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Node {
-    /// After a catalog change: start a fetcher for every local partition led by another node
-    /// (or led anew at another epoch); the entries of the others go, so their fetchers stop.
+    /// After a catalog change: follow every local partition led by another node (anew when
+    /// its leader, the leader's shard or the epoch changed), in the fetch session for its
+    /// leader's shard (started if there is none; told when it gains a partition); the others
+    /// are no longer followed (a session left with none ends).
     pub(super) fn follow_leaders(self: &Rc<Self>) {
         let Some(view) = self.catalog().cluster.clone() else {
             return;
@@ -60,55 +83,74 @@ impl Node {
         self.start_replication_ticker();
         // Runs after every catalog change: a partition this node leads (every one, without
         // replication) costs a lookup, nothing is copied for it.
-        let followed: Vec<(TopicPartition, i32, i32)> = self
+        let followed: Vec<(TopicPartition, i32, u32, i32)> = self
             .partitions
             .borrow()
             .keys()
             .filter_map(|tp| {
                 let p = view.partition(&tp.0, tp.1)?;
-                (p.leader != view.me && p.leader >= 0)
-                    .then(|| (tp.clone(), p.leader, p.leader_epoch))
+                if p.leader == view.me || p.leader < 0 {
+                    return None;
+                }
+                let shard = p.replicas.iter().find(|r| r.node == p.leader)?.shard;
+                Some((tp.clone(), p.leader, shard, p.leader_epoch))
             })
             .collect();
-        if followed.is_empty() && self.followers.borrow().is_empty() {
+        if followed.is_empty() && self.followers.borrow().partitions.is_empty() {
             return;
         }
-        let mut started = Vec::new();
+        let mut start = Vec::new();
+        let mut tell = Vec::new();
         {
             let mut followers = self.followers.borrow_mut();
             let mut keep = std::collections::HashSet::new();
-            for (tp, leader, leader_epoch) in followed {
+            for (tp, leader, leader_shard, leader_epoch) in followed {
                 keep.insert(tp.clone());
-                let same = followers
-                    .get(&tp)
-                    .is_some_and(|f| (f.leader, f.epoch) == (leader, leader_epoch));
-                if !same {
-                    let generation =
-                        FETCHERS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                    followers.insert(
-                        tp.clone(),
-                        Following {
-                            leader,
-                            epoch: leader_epoch,
-                            generation,
-                        },
-                    );
-                    started.push((tp, leader, leader_epoch, generation));
+                let same = followers.partitions.get(&tp).is_some_and(|f| {
+                    (f.leader, f.leader_shard, f.epoch) == (leader, leader_shard, leader_epoch)
+                });
+                if same {
+                    continue;
+                }
+                let generation =
+                    FOLLOWINGS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                info!(topic = %tp.0, partition = tp.1, leader, epoch = leader_epoch, "following the leader");
+                followers.partitions.insert(
+                    tp,
+                    Following {
+                        leader,
+                        leader_shard,
+                        epoch: leader_epoch,
+                        generation,
+                        became_follower: false,
+                        delayed_until: None,
+                    },
+                );
+                let key = (leader, leader_shard);
+                match followers.sessions.get(&key) {
+                    Some(wake) => tell.push(Rc::clone(wake)),
+                    None => {
+                        let wake = Rc::new(event_listener::Event::new());
+                        followers.sessions.insert(key, Rc::clone(&wake));
+                        start.push((key, wake));
+                    }
                 }
             }
-            followers.retain(|tp, _| keep.contains(tp));
+            followers.partitions.retain(|tp, _| keep.contains(tp));
         }
-        for (tp, leader, epoch, generation) in started {
+        for wake in tell {
+            wake.notify(usize::MAX);
+        }
+        for (key, wake) in start {
             let me = Rc::clone(self);
-            glommio::spawn_local(async move { me.follow(tp, leader, epoch, generation).await })
-                .detach();
+            glommio::spawn_local(async move { me.fetch_session(key, wake).await }).detach();
         }
     }
 
-    /// Whether fetcher `generation` still follows `leader` at `epoch` for `tp`: its registry
-    /// entry is its own and the view this shard serves says so too (the registry is updated
-    /// after a catalog change has been applied; meanwhile the view may already make this node
-    /// the leader, and a fetcher must never write to a log clients write to).
+    /// Whether `tp` is still followed as generation `generation` of `leader` at `epoch`: its
+    /// registry entry is that one and the view this shard serves says so too (the registry is
+    /// updated after a catalog change has been applied; meanwhile the view may already make
+    /// this node the leader, and a fetcher must never write to a log clients write to).
     fn still_following(
         &self,
         tp: &TopicPartition,
@@ -119,6 +161,7 @@ impl Node {
         let mine = self
             .followers
             .borrow()
+            .partitions
             .get(tp)
             .is_some_and(|f| f.generation == generation);
         mine && self
@@ -129,104 +172,266 @@ impl Node {
             .is_some_and(|p| (p.leader, p.leader_epoch) == (leader, epoch))
     }
 
-    /// One partition's fetcher: fetch, append (or truncate), repeat, until the partition is
-    /// led by someone else or at another epoch (a new fetcher takes over) or goes away.
-    async fn follow(self: Rc<Self>, tp: TopicPartition, leader: i32, epoch: i32, generation: u64) {
-        self.fetch_loop(&tp, leader, epoch, generation).await;
-        // Gone for good unless a newer fetcher took the entry over: a later catalog change
-        // may start another.
-        let mut followers = self.followers.borrow_mut();
-        if followers
-            .get(&tp)
-            .is_some_and(|f| f.generation == generation)
-        {
-            followers.remove(&tp);
-        }
-    }
-
-    async fn fetch_loop(&self, tp: &TopicPartition, leader: i32, epoch: i32, generation: u64) {
+    /// One fetch session: ask for every partition followed at `key` that is not delayed,
+    /// apply the answer, repeat, until no partition is followed there. A partition joining
+    /// (`wake`) cuts a parked request short, so it is fetched at once.
+    async fn fetch_session(self: Rc<Self>, key: SessionKey, wake: Rc<event_listener::Event>) {
         let Some(handle) = self.shared.cluster.clone() else {
             return;
         };
-        info!(topic = %tp.0, partition = tp.1, leader, epoch, "following the leader");
         let backoff = Duration::from_millis(limits::REPLICA_FETCH_BACKOFF_MS);
-        let mut became_follower = false;
-        while self.still_following(tp, leader, epoch, generation) {
-            let Some(log) = self.local(tp) else { return };
-            if !became_follower {
-                log.become_follower();
-                became_follower = true;
+        let mut rotation = 0usize;
+        loop {
+            let listener = wake.listen();
+            let (asked, next_due) = match self.session_members(key, rotation) {
+                Some(members) => members,
+                None => {
+                    let mut followers = self.followers.borrow_mut();
+                    let ours = followers
+                        .sessions
+                        .get(&key)
+                        .is_some_and(|w| Rc::ptr_eq(w, &wake));
+                    let empty = !followers
+                        .partitions
+                        .values()
+                        .any(|f| (f.leader, f.leader_shard) == key);
+                    if ours && empty {
+                        followers.sessions.remove(&key);
+                    }
+                    if !ours || empty {
+                        debug!(leader = key.0, shard = key.1, "replica fetch session ends");
+                        return;
+                    }
+                    continue;
+                }
+            };
+            rotation = rotation.wrapping_add(1);
+            if asked.is_empty() {
+                let wait =
+                    next_due.map_or(backoff, |due| due.saturating_duration_since(Instant::now()));
+                futures_lite::future::or(
+                    async {
+                        listener.await;
+                    },
+                    glommio::timer::sleep(wait.min(backoff)),
+                )
+                .await;
+                continue;
+            }
+            let req = BrokerRequest::ReplicaFetchMany {
+                replica: handle.node_id,
+                leader_shard: key.1,
+                max_wait_ms: limits::REPLICA_FETCH_WAIT_MS as i32,
+                response_max_bytes: limits::REPLICA_FETCH_RESPONSE_MAX_BYTES,
+                partitions: asked
+                    .iter()
+                    .map(|a| PartitionFetch {
+                        topic: a.tp.0.clone(),
+                        partition: a.tp.1,
+                        leader_epoch: a.epoch,
+                        offset: a.offset,
+                        last_epoch: a.log.epoch_cache().latest().map_or(-1, |(e, _)| e),
+                        known_high_watermark: a.log.replica_high_watermark(),
+                        max_bytes: limits::REPLICA_FETCH_MAX_BYTES,
+                    })
+                    .collect(),
+            };
+            let answer = futures_lite::future::or(
+                async { Some(handle.ask_broker_answer(key.0, req).await) },
+                async {
+                    listener.await;
+                    None
+                },
+            )
+            .await;
+            let answers = match answer {
+                // A partition joined: ask again with it (this answer, if it comes, is dropped).
+                None => continue,
+                Some(Ok(BrokerAnswer { partitions, .. })) if partitions.len() == asked.len() => {
+                    partitions
+                }
+                Some(Ok(a)) => {
+                    warn!(
+                        leader = key.0,
+                        asked = asked.len(),
+                        answered = a.partitions.len(),
+                        "replica fetch answer does not match the request"
+                    );
+                    glommio::timer::sleep(backoff).await;
+                    continue;
+                }
+                Some(Err(code)) => {
+                    debug!(leader = key.0, shard = key.1, ?code, "replica fetch failed");
+                    glommio::timer::sleep(backoff).await;
+                    continue;
+                }
+            };
+            // Partitions with batches or a truncation to apply write to their own logs: in
+            // parallel. An answer with nothing to write (the common case for a quiet
+            // partition) only moves the high watermark, here and now.
+            let mut writes = Vec::new();
+            for (a, answer) in asked.into_iter().zip(answers) {
+                let writes_log = answer
+                    .as_ref()
+                    .is_ok_and(|d| !d.records.is_empty() || d.diverging.is_some());
+                if writes_log {
+                    let me = Rc::clone(&self);
+                    writes.push(glommio::spawn_local(async move {
+                        let delay = me.apply_answer(&a, answer).await;
+                        (a, delay)
+                    }));
+                } else {
+                    let delay = self.apply_answer(&a, answer).await;
+                    self.delay(&a, delay);
+                }
+            }
+            for write in writes {
+                let (a, delay) = write.await;
+                self.delay(&a, delay);
+            }
+        }
+    }
+
+    /// The partitions of session `key` to ask for now (from a rotating start, so a capped
+    /// answer does not serve the same ones first every time), and when the earliest delayed
+    /// one is due; `None` when the session has no partition at all. A partition the view no
+    /// longer has this node follow as registered is dropped (a later catalog change follows
+    /// it again if it should be).
+    fn session_members(
+        &self,
+        key: SessionKey,
+        rotation: usize,
+    ) -> Option<(Vec<Asked>, Option<Instant>)> {
+        let mut members: Vec<(TopicPartition, i32, u64, Option<Instant>)> = self
+            .followers
+            .borrow()
+            .partitions
+            .iter()
+            .filter(|(_, f)| (f.leader, f.leader_shard) == key)
+            .map(|(tp, f)| (tp.clone(), f.epoch, f.generation, f.delayed_until))
+            .collect();
+        if members.is_empty() {
+            return None;
+        }
+        members.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let len = members.len();
+        members.rotate_left(rotation % len);
+        let now = Instant::now();
+        let mut next_due: Option<Instant> = None;
+        let mut asked = Vec::with_capacity(len);
+        for (tp, epoch, generation, delayed_until) in members {
+            if let Some(due) = delayed_until.filter(|d| *d > now) {
+                next_due = Some(next_due.map_or(due, |n| n.min(due)));
+                continue;
+            }
+            if !self.still_following(&tp, key.0, epoch, generation) {
+                let mut followers = self.followers.borrow_mut();
+                if followers
+                    .partitions
+                    .get(&tp)
+                    .is_some_and(|f| f.generation == generation)
+                {
+                    followers.partitions.remove(&tp);
+                }
+                continue;
+            }
+            let Some(log) = self.local(&tp) else { continue };
+            if let Some(f) = self.followers.borrow_mut().partitions.get_mut(&tp) {
+                if !f.became_follower {
+                    log.become_follower();
+                    f.became_follower = true;
+                }
             }
             let offset = log.log_end().0;
-            let req = BrokerRequest::ReplicaFetch {
-                topic: tp.0.clone(),
-                partition: tp.1,
-                replica: handle.node_id,
-                leader_epoch: epoch,
+            asked.push(Asked {
+                tp,
+                epoch,
+                generation,
+                log,
                 offset,
-                last_epoch: log.epoch_cache().latest().map_or(-1, |(e, _)| e),
-                max_bytes: limits::REPLICA_FETCH_MAX_BYTES,
-            };
-            let data = match handle.ask_broker_answer(leader, req).await {
-                Ok(answer) => answer.replica,
-                Err(code) => {
-                    debug!(topic = %tp.0, partition = tp.1, leader, ?code, "replica fetch failed");
-                    None
-                }
-            };
-            let Some(data) = data else {
-                glommio::timer::sleep(backoff).await;
-                continue;
-            };
-            // The answer is for this fetcher's log as it was asked about, or it is dropped.
-            let current = self.local(tp);
-            let same_log = current.as_ref().is_some_and(|l| l.is_same(&log));
-            if !self.still_following(tp, leader, epoch, generation)
-                || !same_log
-                || log.log_end().0 != offset
-            {
-                continue;
+            });
+        }
+        Some((asked, next_due))
+    }
+
+    /// Leaves `a`'s partition out of requests for `REPLICA_FETCH_BACKOFF_MS` when `delay`.
+    fn delay(&self, a: &Asked, delay: bool) {
+        if !delay {
+            return;
+        }
+        if let Some(f) = self.followers.borrow_mut().partitions.get_mut(&a.tp) {
+            if f.generation == a.generation {
+                f.delayed_until =
+                    Some(Instant::now() + Duration::from_millis(limits::REPLICA_FETCH_BACKOFF_MS));
             }
-            if data.diverging.is_none() && data.log_start > offset {
-                // Kafka's truncateFullyAndStartAt: this log is emptied and starts again where
-                // the leader's does (the leader no longer has what lies between) — at the
-                // base of the batch holding the leader's log start, which DeleteRecords may
-                // have put inside a batch; then the log start moves up to the leader's.
-                let base = split_batches(&data.records)
-                    .first()
-                    .map_or(data.log_start, |(h, _, _)| {
-                        h.base_offset.min(data.log_start)
-                    });
-                info!(topic = %tp.0, partition = tp.1, leader, log_end = offset, leader_log_start = data.log_start, base, "behind the leader's log start: starting again there");
-                let leader_start = data.log_start;
-                let restarted = match log.restart_at(Offset(base)).await {
-                    Ok(()) => self.apply_fetched(tp, &log, data).await,
-                    Err(e) => Err(e.to_string()),
-                };
-                let started = match restarted {
-                    Ok(_) if leader_start > base => log
-                        .delete_records(Offset(leader_start))
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| e.to_string()),
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(e),
-                };
-                if let Err(e) = started {
-                    warn!(topic = %tp.0, partition = tp.1, error = %e, "could not start the log again at the leader's log start");
-                    glommio::timer::sleep(backoff).await;
-                }
-                continue;
+        }
+    }
+
+    /// One partition's answer: applied when it is still for this follower's log as it was
+    /// asked about (else dropped); whether the partition should wait before it is asked for
+    /// again (an error, or an answer that does not move the log).
+    async fn apply_answer(&self, a: &Asked, answer: PartitionAnswer) -> bool {
+        let data = match answer {
+            Ok(data) => data,
+            Err(code) => {
+                debug!(topic = %a.tp.0, partition = a.tp.1, ?code, "replica fetch refused");
+                return true;
             }
-            match self.apply_fetched(tp, &log, data).await {
-                Ok(true) => {}
-                // A truncation that cut nothing: the leader's answer does not move this log;
-                // ask again later rather than at once.
-                Ok(false) => glommio::timer::sleep(backoff).await,
-                Err(e) => {
-                    warn!(topic = %tp.0, partition = tp.1, leader, error = %e, "replica fetch not applied");
-                    glommio::timer::sleep(backoff).await;
-                }
+        };
+        let leader = self
+            .followers
+            .borrow()
+            .partitions
+            .get(&a.tp)
+            .map_or(-1, |f| f.leader);
+        let current = self.local(&a.tp);
+        let same_log = current.as_ref().is_some_and(|l| l.is_same(&a.log));
+        if !self.still_following(&a.tp, leader, a.epoch, a.generation)
+            || !same_log
+            || a.log.log_end().0 != a.offset
+        {
+            return false;
+        }
+        let (tp, log, offset) = (&a.tp, &a.log, a.offset);
+        if data.diverging.is_none() && data.log_start > offset {
+            // Kafka's truncateFullyAndStartAt: this log is emptied and starts again where
+            // the leader's does (the leader no longer has what lies between) — at the base of
+            // the batch holding the leader's log start, which DeleteRecords may have put
+            // inside a batch; then the log start moves up to the leader's.
+            let base = split_batches(&data.records)
+                .first()
+                .map_or(data.log_start, |(h, _, _)| {
+                    h.base_offset.min(data.log_start)
+                });
+            info!(topic = %tp.0, partition = tp.1, leader, log_end = offset, leader_log_start = data.log_start, base, "behind the leader's log start: starting again there");
+            let leader_start = data.log_start;
+            let restarted = match log.restart_at(Offset(base)).await {
+                Ok(()) => self.apply_fetched(tp, log, data).await,
+                Err(e) => Err(e.to_string()),
+            };
+            let started = match restarted {
+                Ok(_) if leader_start > base => log
+                    .delete_records(Offset(leader_start))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = started {
+                warn!(topic = %tp.0, partition = tp.1, error = %e, "could not start the log again at the leader's log start");
+                return true;
+            }
+            return false;
+        }
+        match self.apply_fetched(tp, log, data).await {
+            Ok(true) => false,
+            // A truncation that cut nothing: the leader's answer does not move this log;
+            // ask again later rather than at once.
+            Ok(false) => true,
+            Err(e) => {
+                warn!(topic = %tp.0, partition = tp.1, leader, error = %e, "replica fetch not applied");
+                true
             }
         }
     }
@@ -265,86 +470,5 @@ impl Node {
         }
         log.set_replica_high_watermark(data.high_watermark.min(log.log_end().0));
         Ok(true)
-    }
-
-    /// The leader's side of a follower's fetch: refused unless this node leads the partition
-    /// at the follower's epoch and the follower holds a replica; a follower whose last epoch
-    /// ends earlier here than its log does is told where (KIP-595); otherwise whole batches
-    /// from its offset, waiting up to `REPLICA_FETCH_WAIT_MS` for something new.
-    pub(super) async fn replica_fetch_local(
-        &self,
-        tp: &TopicPartition,
-        fetch: ReplicaFetchArgs,
-    ) -> Result<ReplicaData, ErrorCode> {
-        let log = self.led(tp)?;
-        if fetch.leader_epoch < 0 {
-            return Err(ErrorCode::InvalidRequest);
-        }
-        self.check_leader_epoch(&tp.0, tp.1, fetch.leader_epoch)?;
-        // The epoch this node leads starts here now if nothing was appended in it yet: the
-        // divergence check below needs it in the cache (as Kafka's leader records it when it
-        // becomes leader).
-        self.lead_epoch(tp, &log).await?;
-        let is_replica = self
-            .catalog()
-            .cluster
-            .as_ref()
-            .and_then(|v| v.partition(&tp.0, tp.1))
-            .is_some_and(|p| p.replicas.iter().any(|r| r.node == fetch.replica));
-        if !is_replica {
-            return Err(ErrorCode::NotLeaderOrFollower);
-        }
-        let answer = |log: &crate::storage::PartitionLog| ReplicaData {
-            high_watermark: self.visible_end(tp, log).unwrap_or(log.log_end()).0,
-            log_start: log.log_start().0,
-            diverging: None,
-            records: Vec::new(),
-        };
-        // A diverging follower's offset says nothing about what it holds in common with this
-        // log: it does not count for the high watermark (as in Kafka).
-        if fetch.last_epoch >= 0 {
-            let (epoch, end) = log.end_offset_for(fetch.last_epoch);
-            if epoch != fetch.last_epoch || end < fetch.offset {
-                return Ok(ReplicaData {
-                    diverging: Some((epoch, end)),
-                    ..answer(&log)
-                });
-            }
-        }
-        let mut offset = Offset(fetch.offset);
-        if offset > log.log_end() {
-            return Err(ErrorCode::OffsetOutOfRange);
-        }
-        if offset < log.log_start() {
-            // The follower starts again at the log start: it gets the batches from there (the
-            // first may begin below it) and counts for nothing until it fetches on.
-            offset = log.log_start();
-        } else {
-            self.follower_fetched(tp, &log, fetch.replica, fetch.offset);
-        }
-        if offset == log.log_end() {
-            let appended = log.appended();
-            if offset == log.log_end() {
-                futures_lite::future::or(
-                    async {
-                        appended.await;
-                    },
-                    glommio::timer::sleep(Duration::from_millis(limits::REPLICA_FETCH_WAIT_MS)),
-                )
-                .await;
-            }
-        }
-        let read = log
-            .read(offset, fetch.max_bytes.max(1) as usize)
-            .await
-            .map_err(|e| match e {
-                crate::storage::ReadError::OutOfRange { .. } => ErrorCode::OffsetOutOfRange,
-                crate::storage::ReadError::Io(_) => ErrorCode::KafkaStorageError,
-            })?;
-        let mut data = answer(&log);
-        for b in &read.batches {
-            data.records.extend_from_slice(b);
-        }
-        Ok(data)
     }
 }

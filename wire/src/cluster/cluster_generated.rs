@@ -4251,13 +4251,14 @@ pub mod broker {
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_BODY: u8 = 2;
+pub const ENUM_MAX_BODY: u8 = 3;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_BODY: [Body; 3] = [
+pub const ENUM_VALUES_BODY: [Body; 4] = [
   Body::NONE,
   Body::TxnMarker,
   Body::ReplicaFetch,
+  Body::ReplicaFetchMany,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -4268,13 +4269,15 @@ impl Body {
   pub const NONE: Self = Self(0);
   pub const TxnMarker: Self = Self(1);
   pub const ReplicaFetch: Self = Self(2);
+  pub const ReplicaFetchMany: Self = Self(3);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 2;
+  pub const ENUM_MAX: u8 = 3;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::TxnMarker,
     Self::ReplicaFetch,
+    Self::ReplicaFetchMany,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -4282,6 +4285,7 @@ impl Body {
       Self::NONE => Some("NONE"),
       Self::TxnMarker => Some("TxnMarker"),
       Self::ReplicaFetch => Some("ReplicaFetch"),
+      Self::ReplicaFetchMany => Some("ReplicaFetchMany"),
       _ => None,
     }
   }
@@ -4708,6 +4712,375 @@ impl core::fmt::Debug for ReplicaFetch<'_> {
       ds.finish()
   }
 }
+pub enum ReplicaFetchPartitionOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// One partition of a ReplicaFetchMany, as a ReplicaFetch names it, plus the high watermark
+/// the follower last heard (the leader answers at once when its own differs).
+pub struct ReplicaFetchPartition<'a> {
+  pub _tab: flatbuffers::Table<'a>,
+}
+
+impl<'a> flatbuffers::Follow<'a> for ReplicaFetchPartition<'a> {
+  type Inner = ReplicaFetchPartition<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: flatbuffers::Table::new(buf, loc) }
+  }
+}
+
+impl<'a> ReplicaFetchPartition<'a> {
+  pub const VT_TOPIC: flatbuffers::VOffsetT = 4;
+  pub const VT_PARTITION: flatbuffers::VOffsetT = 6;
+  pub const VT_LEADER_EPOCH: flatbuffers::VOffsetT = 8;
+  pub const VT_OFFSET: flatbuffers::VOffsetT = 10;
+  pub const VT_LAST_EPOCH: flatbuffers::VOffsetT = 12;
+  pub const VT_KNOWN_HIGH_WATERMARK: flatbuffers::VOffsetT = 14;
+  pub const VT_MAX_BYTES: flatbuffers::VOffsetT = 16;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
+    ReplicaFetchPartition { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
+    _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
+    args: &'args ReplicaFetchPartitionArgs<'args>
+  ) -> flatbuffers::WIPOffset<ReplicaFetchPartition<'bldr>> {
+    let mut builder = ReplicaFetchPartitionBuilder::new(_fbb);
+    builder.add_known_high_watermark(args.known_high_watermark);
+    builder.add_offset(args.offset);
+    builder.add_max_bytes(args.max_bytes);
+    builder.add_last_epoch(args.last_epoch);
+    builder.add_leader_epoch(args.leader_epoch);
+    builder.add_partition(args.partition);
+    if let Some(x) = args.topic { builder.add_topic(x); }
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn topic(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<&str>>(ReplicaFetchPartition::VT_TOPIC, None)}
+  }
+  #[inline]
+  pub fn partition(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaFetchPartition::VT_PARTITION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn leader_epoch(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaFetchPartition::VT_LEADER_EPOCH, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn offset(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(ReplicaFetchPartition::VT_OFFSET, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn last_epoch(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaFetchPartition::VT_LAST_EPOCH, Some(-1)).unwrap()}
+  }
+  #[inline]
+  pub fn known_high_watermark(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(ReplicaFetchPartition::VT_KNOWN_HIGH_WATERMARK, Some(-1)).unwrap()}
+  }
+  #[inline]
+  pub fn max_bytes(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaFetchPartition::VT_MAX_BYTES, Some(0)).unwrap()}
+  }
+}
+
+impl flatbuffers::Verifiable for ReplicaFetchPartition<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    v.visit_table(pos)?
+     .visit_field::<flatbuffers::ForwardsUOffset<&str>>("topic", Self::VT_TOPIC, false)?
+     .visit_field::<i32>("partition", Self::VT_PARTITION, false)?
+     .visit_field::<i32>("leader_epoch", Self::VT_LEADER_EPOCH, false)?
+     .visit_field::<i64>("offset", Self::VT_OFFSET, false)?
+     .visit_field::<i32>("last_epoch", Self::VT_LAST_EPOCH, false)?
+     .visit_field::<i64>("known_high_watermark", Self::VT_KNOWN_HIGH_WATERMARK, false)?
+     .visit_field::<i32>("max_bytes", Self::VT_MAX_BYTES, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct ReplicaFetchPartitionArgs<'a> {
+    pub topic: Option<flatbuffers::WIPOffset<&'a str>>,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub offset: i64,
+    pub last_epoch: i32,
+    pub known_high_watermark: i64,
+    pub max_bytes: i32,
+}
+impl<'a> Default for ReplicaFetchPartitionArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    ReplicaFetchPartitionArgs {
+      topic: None,
+      partition: 0,
+      leader_epoch: 0,
+      offset: 0,
+      last_epoch: -1,
+      known_high_watermark: -1,
+      max_bytes: 0,
+    }
+  }
+}
+
+pub struct ReplicaFetchPartitionBuilder<'a: 'b, 'b> {
+  fbb_: &'b mut flatbuffers::FlatBufferBuilder<'a>,
+  start_: flatbuffers::WIPOffset<flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b> ReplicaFetchPartitionBuilder<'a, 'b> {
+  #[inline]
+  pub fn add_topic(&mut self, topic: flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(ReplicaFetchPartition::VT_TOPIC, topic);
+  }
+  #[inline]
+  pub fn add_partition(&mut self, partition: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaFetchPartition::VT_PARTITION, partition, 0);
+  }
+  #[inline]
+  pub fn add_leader_epoch(&mut self, leader_epoch: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaFetchPartition::VT_LEADER_EPOCH, leader_epoch, 0);
+  }
+  #[inline]
+  pub fn add_offset(&mut self, offset: i64) {
+    self.fbb_.push_slot::<i64>(ReplicaFetchPartition::VT_OFFSET, offset, 0);
+  }
+  #[inline]
+  pub fn add_last_epoch(&mut self, last_epoch: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaFetchPartition::VT_LAST_EPOCH, last_epoch, -1);
+  }
+  #[inline]
+  pub fn add_known_high_watermark(&mut self, known_high_watermark: i64) {
+    self.fbb_.push_slot::<i64>(ReplicaFetchPartition::VT_KNOWN_HIGH_WATERMARK, known_high_watermark, -1);
+  }
+  #[inline]
+  pub fn add_max_bytes(&mut self, max_bytes: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaFetchPartition::VT_MAX_BYTES, max_bytes, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> ReplicaFetchPartitionBuilder<'a, 'b> {
+    let start = _fbb.start_table();
+    ReplicaFetchPartitionBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> flatbuffers::WIPOffset<ReplicaFetchPartition<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl core::fmt::Debug for ReplicaFetchPartition<'_> {
+  fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut ds = f.debug_struct("ReplicaFetchPartition");
+      ds.field("topic", &self.topic());
+      ds.field("partition", &self.partition());
+      ds.field("leader_epoch", &self.leader_epoch());
+      ds.field("offset", &self.offset());
+      ds.field("last_epoch", &self.last_epoch());
+      ds.field("known_high_watermark", &self.known_high_watermark());
+      ds.field("max_bytes", &self.max_bytes());
+      ds.finish()
+  }
+}
+pub enum ReplicaFetchManyOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// A follower shard's fetch of every partition it follows whose leader is the receiving node's
+/// shard `leader_shard`: one long-polled request per (follower shard, leader node, leader
+/// shard), answered when any partition has something new or after `max_wait_ms`.
+pub struct ReplicaFetchMany<'a> {
+  pub _tab: flatbuffers::Table<'a>,
+}
+
+impl<'a> flatbuffers::Follow<'a> for ReplicaFetchMany<'a> {
+  type Inner = ReplicaFetchMany<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: flatbuffers::Table::new(buf, loc) }
+  }
+}
+
+impl<'a> ReplicaFetchMany<'a> {
+  pub const VT_REPLICA: flatbuffers::VOffsetT = 4;
+  pub const VT_LEADER_SHARD: flatbuffers::VOffsetT = 6;
+  pub const VT_MAX_WAIT_MS: flatbuffers::VOffsetT = 8;
+  pub const VT_RESPONSE_MAX_BYTES: flatbuffers::VOffsetT = 10;
+  pub const VT_PARTITIONS: flatbuffers::VOffsetT = 12;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
+    ReplicaFetchMany { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
+    _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
+    args: &'args ReplicaFetchManyArgs<'args>
+  ) -> flatbuffers::WIPOffset<ReplicaFetchMany<'bldr>> {
+    let mut builder = ReplicaFetchManyBuilder::new(_fbb);
+    if let Some(x) = args.partitions { builder.add_partitions(x); }
+    builder.add_response_max_bytes(args.response_max_bytes);
+    builder.add_max_wait_ms(args.max_wait_ms);
+    builder.add_leader_shard(args.leader_shard);
+    builder.add_replica(args.replica);
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn replica(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaFetchMany::VT_REPLICA, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn leader_shard(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(ReplicaFetchMany::VT_LEADER_SHARD, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn max_wait_ms(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaFetchMany::VT_MAX_WAIT_MS, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn response_max_bytes(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaFetchMany::VT_RESPONSE_MAX_BYTES, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn partitions(&self) -> Option<flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<ReplicaFetchPartition<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<ReplicaFetchPartition>>>>(ReplicaFetchMany::VT_PARTITIONS, None)}
+  }
+}
+
+impl flatbuffers::Verifiable for ReplicaFetchMany<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    v.visit_table(pos)?
+     .visit_field::<i32>("replica", Self::VT_REPLICA, false)?
+     .visit_field::<u32>("leader_shard", Self::VT_LEADER_SHARD, false)?
+     .visit_field::<i32>("max_wait_ms", Self::VT_MAX_WAIT_MS, false)?
+     .visit_field::<i32>("response_max_bytes", Self::VT_RESPONSE_MAX_BYTES, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, flatbuffers::ForwardsUOffset<ReplicaFetchPartition>>>>("partitions", Self::VT_PARTITIONS, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct ReplicaFetchManyArgs<'a> {
+    pub replica: i32,
+    pub leader_shard: u32,
+    pub max_wait_ms: i32,
+    pub response_max_bytes: i32,
+    pub partitions: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<ReplicaFetchPartition<'a>>>>>,
+}
+impl<'a> Default for ReplicaFetchManyArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    ReplicaFetchManyArgs {
+      replica: 0,
+      leader_shard: 0,
+      max_wait_ms: 0,
+      response_max_bytes: 0,
+      partitions: None,
+    }
+  }
+}
+
+pub struct ReplicaFetchManyBuilder<'a: 'b, 'b> {
+  fbb_: &'b mut flatbuffers::FlatBufferBuilder<'a>,
+  start_: flatbuffers::WIPOffset<flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b> ReplicaFetchManyBuilder<'a, 'b> {
+  #[inline]
+  pub fn add_replica(&mut self, replica: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaFetchMany::VT_REPLICA, replica, 0);
+  }
+  #[inline]
+  pub fn add_leader_shard(&mut self, leader_shard: u32) {
+    self.fbb_.push_slot::<u32>(ReplicaFetchMany::VT_LEADER_SHARD, leader_shard, 0);
+  }
+  #[inline]
+  pub fn add_max_wait_ms(&mut self, max_wait_ms: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaFetchMany::VT_MAX_WAIT_MS, max_wait_ms, 0);
+  }
+  #[inline]
+  pub fn add_response_max_bytes(&mut self, response_max_bytes: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaFetchMany::VT_RESPONSE_MAX_BYTES, response_max_bytes, 0);
+  }
+  #[inline]
+  pub fn add_partitions(&mut self, partitions: flatbuffers::WIPOffset<flatbuffers::Vector<'b , flatbuffers::ForwardsUOffset<ReplicaFetchPartition<'b >>>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(ReplicaFetchMany::VT_PARTITIONS, partitions);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> ReplicaFetchManyBuilder<'a, 'b> {
+    let start = _fbb.start_table();
+    ReplicaFetchManyBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> flatbuffers::WIPOffset<ReplicaFetchMany<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl core::fmt::Debug for ReplicaFetchMany<'_> {
+  fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut ds = f.debug_struct("ReplicaFetchMany");
+      ds.field("replica", &self.replica());
+      ds.field("leader_shard", &self.leader_shard());
+      ds.field("max_wait_ms", &self.max_wait_ms());
+      ds.field("response_max_bytes", &self.response_max_bytes());
+      ds.field("partitions", &self.partitions());
+      ds.finish()
+  }
+}
 pub enum RequestOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
@@ -4797,6 +5170,21 @@ impl<'a> Request<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_replica_fetch_many(&self) -> Option<ReplicaFetchMany<'a>> {
+    if self.body_type() == Body::ReplicaFetchMany {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ReplicaFetchMany::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl flatbuffers::Verifiable for Request<'_> {
@@ -4811,6 +5199,7 @@ impl flatbuffers::Verifiable for Request<'_> {
         match key {
           Body::TxnMarker => v.verify_union_variant::<flatbuffers::ForwardsUOffset<TxnMarker>>("Body::TxnMarker", pos),
           Body::ReplicaFetch => v.verify_union_variant::<flatbuffers::ForwardsUOffset<ReplicaFetch>>("Body::ReplicaFetch", pos),
+          Body::ReplicaFetchMany => v.verify_union_variant::<flatbuffers::ForwardsUOffset<ReplicaFetchMany>>("Body::ReplicaFetchMany", pos),
           _ => Ok(()),
         }
      })?
@@ -4886,6 +5275,13 @@ impl core::fmt::Debug for Request<'_> {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
           }
         },
+        Body::ReplicaFetchMany => {
+          if let Some(x) = self.body_as_replica_fetch_many() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
         _ => {
           let x: Option<()> = None;
           ds.field("body", &x)
@@ -4919,6 +5315,7 @@ impl<'a> Answer<'a> {
   pub const VT_DIVERGING_END_OFFSET: flatbuffers::VOffsetT = 14;
   pub const VT_RECORDS: flatbuffers::VOffsetT = 16;
   pub const VT_REPLICA: flatbuffers::VOffsetT = 18;
+  pub const VT_PARTITIONS: flatbuffers::VOffsetT = 20;
 
   #[inline]
   pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
@@ -4934,6 +5331,7 @@ impl<'a> Answer<'a> {
     builder.add_log_start(args.log_start);
     builder.add_high_watermark(args.high_watermark);
     builder.add_request_id(args.request_id);
+    if let Some(x) = args.partitions { builder.add_partitions(x); }
     if let Some(x) = args.records { builder.add_records(x); }
     builder.add_diverging_epoch(args.diverging_epoch);
     builder.add_error_code(args.error_code);
@@ -5003,6 +5401,14 @@ impl<'a> Answer<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<bool>(Answer::VT_REPLICA, Some(false)).unwrap()}
   }
+  /// ReplicaFetchMany: one answer per partition asked, in the request's order.
+  #[inline]
+  pub fn partitions(&self) -> Option<flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<ReplicaPartitionAnswer<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<ReplicaPartitionAnswer>>>>(Answer::VT_PARTITIONS, None)}
+  }
 }
 
 impl flatbuffers::Verifiable for Answer<'_> {
@@ -5020,6 +5426,7 @@ impl flatbuffers::Verifiable for Answer<'_> {
      .visit_field::<i64>("diverging_end_offset", Self::VT_DIVERGING_END_OFFSET, false)?
      .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, u8>>>("records", Self::VT_RECORDS, false)?
      .visit_field::<bool>("replica", Self::VT_REPLICA, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, flatbuffers::ForwardsUOffset<ReplicaPartitionAnswer>>>>("partitions", Self::VT_PARTITIONS, false)?
      .finish();
     Ok(())
   }
@@ -5033,6 +5440,7 @@ pub struct AnswerArgs<'a> {
     pub diverging_end_offset: i64,
     pub records: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, u8>>>,
     pub replica: bool,
+    pub partitions: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<ReplicaPartitionAnswer<'a>>>>>,
 }
 impl<'a> Default for AnswerArgs<'a> {
   #[inline]
@@ -5046,6 +5454,7 @@ impl<'a> Default for AnswerArgs<'a> {
       diverging_end_offset: -1,
       records: None,
       replica: false,
+      partitions: None,
     }
   }
 }
@@ -5088,6 +5497,10 @@ impl<'a: 'b, 'b> AnswerBuilder<'a, 'b> {
     self.fbb_.push_slot::<bool>(Answer::VT_REPLICA, replica, false);
   }
   #[inline]
+  pub fn add_partitions(&mut self, partitions: flatbuffers::WIPOffset<flatbuffers::Vector<'b , flatbuffers::ForwardsUOffset<ReplicaPartitionAnswer<'b >>>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(Answer::VT_PARTITIONS, partitions);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> AnswerBuilder<'a, 'b> {
     let start = _fbb.start_table();
     AnswerBuilder {
@@ -5113,6 +5526,190 @@ impl core::fmt::Debug for Answer<'_> {
       ds.field("diverging_end_offset", &self.diverging_end_offset());
       ds.field("records", &self.records());
       ds.field("replica", &self.replica());
+      ds.field("partitions", &self.partitions());
+      ds.finish()
+  }
+}
+pub enum ReplicaPartitionAnswerOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// One partition's part of a ReplicaFetchMany's answer (fields as in Answer).
+pub struct ReplicaPartitionAnswer<'a> {
+  pub _tab: flatbuffers::Table<'a>,
+}
+
+impl<'a> flatbuffers::Follow<'a> for ReplicaPartitionAnswer<'a> {
+  type Inner = ReplicaPartitionAnswer<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: flatbuffers::Table::new(buf, loc) }
+  }
+}
+
+impl<'a> ReplicaPartitionAnswer<'a> {
+  pub const VT_ERROR_CODE: flatbuffers::VOffsetT = 4;
+  pub const VT_HIGH_WATERMARK: flatbuffers::VOffsetT = 6;
+  pub const VT_LOG_START: flatbuffers::VOffsetT = 8;
+  pub const VT_DIVERGING_EPOCH: flatbuffers::VOffsetT = 10;
+  pub const VT_DIVERGING_END_OFFSET: flatbuffers::VOffsetT = 12;
+  pub const VT_RECORDS: flatbuffers::VOffsetT = 14;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
+    ReplicaPartitionAnswer { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
+    _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
+    args: &'args ReplicaPartitionAnswerArgs<'args>
+  ) -> flatbuffers::WIPOffset<ReplicaPartitionAnswer<'bldr>> {
+    let mut builder = ReplicaPartitionAnswerBuilder::new(_fbb);
+    builder.add_diverging_end_offset(args.diverging_end_offset);
+    builder.add_log_start(args.log_start);
+    builder.add_high_watermark(args.high_watermark);
+    if let Some(x) = args.records { builder.add_records(x); }
+    builder.add_diverging_epoch(args.diverging_epoch);
+    builder.add_error_code(args.error_code);
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn error_code(&self) -> i16 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i16>(ReplicaPartitionAnswer::VT_ERROR_CODE, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn high_watermark(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(ReplicaPartitionAnswer::VT_HIGH_WATERMARK, Some(-1)).unwrap()}
+  }
+  #[inline]
+  pub fn log_start(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(ReplicaPartitionAnswer::VT_LOG_START, Some(-1)).unwrap()}
+  }
+  #[inline]
+  pub fn diverging_epoch(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ReplicaPartitionAnswer::VT_DIVERGING_EPOCH, Some(-1)).unwrap()}
+  }
+  #[inline]
+  pub fn diverging_end_offset(&self) -> i64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i64>(ReplicaPartitionAnswer::VT_DIVERGING_END_OFFSET, Some(-1)).unwrap()}
+  }
+  #[inline]
+  pub fn records(&self) -> Option<flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, u8>>>(ReplicaPartitionAnswer::VT_RECORDS, None)}
+  }
+}
+
+impl flatbuffers::Verifiable for ReplicaPartitionAnswer<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    v.visit_table(pos)?
+     .visit_field::<i16>("error_code", Self::VT_ERROR_CODE, false)?
+     .visit_field::<i64>("high_watermark", Self::VT_HIGH_WATERMARK, false)?
+     .visit_field::<i64>("log_start", Self::VT_LOG_START, false)?
+     .visit_field::<i32>("diverging_epoch", Self::VT_DIVERGING_EPOCH, false)?
+     .visit_field::<i64>("diverging_end_offset", Self::VT_DIVERGING_END_OFFSET, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, u8>>>("records", Self::VT_RECORDS, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct ReplicaPartitionAnswerArgs<'a> {
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub log_start: i64,
+    pub diverging_epoch: i32,
+    pub diverging_end_offset: i64,
+    pub records: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, u8>>>,
+}
+impl<'a> Default for ReplicaPartitionAnswerArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    ReplicaPartitionAnswerArgs {
+      error_code: 0,
+      high_watermark: -1,
+      log_start: -1,
+      diverging_epoch: -1,
+      diverging_end_offset: -1,
+      records: None,
+    }
+  }
+}
+
+pub struct ReplicaPartitionAnswerBuilder<'a: 'b, 'b> {
+  fbb_: &'b mut flatbuffers::FlatBufferBuilder<'a>,
+  start_: flatbuffers::WIPOffset<flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b> ReplicaPartitionAnswerBuilder<'a, 'b> {
+  #[inline]
+  pub fn add_error_code(&mut self, error_code: i16) {
+    self.fbb_.push_slot::<i16>(ReplicaPartitionAnswer::VT_ERROR_CODE, error_code, 0);
+  }
+  #[inline]
+  pub fn add_high_watermark(&mut self, high_watermark: i64) {
+    self.fbb_.push_slot::<i64>(ReplicaPartitionAnswer::VT_HIGH_WATERMARK, high_watermark, -1);
+  }
+  #[inline]
+  pub fn add_log_start(&mut self, log_start: i64) {
+    self.fbb_.push_slot::<i64>(ReplicaPartitionAnswer::VT_LOG_START, log_start, -1);
+  }
+  #[inline]
+  pub fn add_diverging_epoch(&mut self, diverging_epoch: i32) {
+    self.fbb_.push_slot::<i32>(ReplicaPartitionAnswer::VT_DIVERGING_EPOCH, diverging_epoch, -1);
+  }
+  #[inline]
+  pub fn add_diverging_end_offset(&mut self, diverging_end_offset: i64) {
+    self.fbb_.push_slot::<i64>(ReplicaPartitionAnswer::VT_DIVERGING_END_OFFSET, diverging_end_offset, -1);
+  }
+  #[inline]
+  pub fn add_records(&mut self, records: flatbuffers::WIPOffset<flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(ReplicaPartitionAnswer::VT_RECORDS, records);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> ReplicaPartitionAnswerBuilder<'a, 'b> {
+    let start = _fbb.start_table();
+    ReplicaPartitionAnswerBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> flatbuffers::WIPOffset<ReplicaPartitionAnswer<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl core::fmt::Debug for ReplicaPartitionAnswer<'_> {
+  fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut ds = f.debug_struct("ReplicaPartitionAnswer");
+      ds.field("error_code", &self.error_code());
+      ds.field("high_watermark", &self.high_watermark());
+      ds.field("log_start", &self.log_start());
+      ds.field("diverging_epoch", &self.diverging_epoch());
+      ds.field("diverging_end_offset", &self.diverging_end_offset());
+      ds.field("records", &self.records());
       ds.finish()
   }
 }
