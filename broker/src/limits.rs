@@ -267,6 +267,12 @@ pub const REPLICA_FETCH_RESPONSE_MAX_BYTES: i32 = 4 << 20;
 /// `replica.fetch.wait.max.ms`, 500 ms), answering as soon as something is appended.
 pub const REPLICA_FETCH_WAIT_MS: u64 = 500;
 
+/// Cluster mode: how long a leader holds a follower's fetch whose only news is a high
+/// watermark it has not heard (Kafka does not answer early for that at all). Short, so a
+/// follower that becomes leader starts close to the real high watermark; long enough that
+/// the high-watermark move its own fetch caused rides on the next batch under load.
+pub const REPLICA_FETCH_HW_NEWS_MS: u64 = 10;
+
 /// Cluster mode: how long past its wait a follower gives up on a fetch session's answer (a
 /// message lost with a connection) and asks again. Above a round trip under load; far below
 /// `replica.lag.time.max.ms`, so a lost answer does not cost the ISR.

@@ -34,10 +34,13 @@ pub enum BrokerRequest {
 
 /// One partition of a `ReplicaFetchMany`: node `replica` holds `topic`-`partition` below
 /// `offset`, its last batch is of epoch `last_epoch` (-1: none), it follows the leader at
-/// `leader_epoch`, and the high watermark it last heard is `known_high_watermark` (-1: none).
+/// `leader_epoch`, and the high watermark it last heard is `known_high_watermark` (-1: none);
+/// `topic_id` tells a re-created topic of the same name apart.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionFetch {
     pub topic: String,
+    /// The topic's id as the follower's view has it.
+    pub topic_id: [u8; 16],
     pub partition: i32,
     pub leader_epoch: i32,
     pub offset: i64,
@@ -108,6 +111,7 @@ pub fn encode_request(request_id: u64, req: &BrokerRequest) -> Vec<u8> {
                 .iter()
                 .map(|p| {
                     let topic = b.create_string(&p.topic);
+                    let topic_id = b.create_vector(&p.topic_id);
                     fb::ReplicaFetchPartition::create(
                         &mut b,
                         &fb::ReplicaFetchPartitionArgs {
@@ -118,6 +122,7 @@ pub fn encode_request(request_id: u64, req: &BrokerRequest) -> Vec<u8> {
                             last_epoch: p.last_epoch,
                             known_high_watermark: p.known_high_watermark,
                             max_bytes: p.max_bytes,
+                            topic_id: Some(topic_id),
                         },
                     )
                 })
@@ -171,8 +176,13 @@ pub fn decode_request(bytes: &[u8]) -> Result<(u64, BrokerRequest), String> {
             let f = r.body_as_replica_fetch_many().ok_or_else(unknown)?;
             let mut partitions = Vec::new();
             for p in f.partitions().iter().flatten() {
+                let topic_id = p
+                    .topic_id()
+                    .and_then(|id| <[u8; 16]>::try_from(id.bytes()).ok())
+                    .ok_or("replica fetch: a topic id is 16 bytes")?;
                 partitions.push(PartitionFetch {
                     topic: string(p.topic(), "replica fetch: topic")?,
+                    topic_id,
                     partition: p.partition(),
                     leader_epoch: p.leader_epoch(),
                     offset: p.offset(),
@@ -293,6 +303,7 @@ mod tests {
             partitions: (0..3)
                 .map(|p| PartitionFetch {
                     topic: format!("t{p}"),
+                    topic_id: [p as u8; 16],
                     partition: p,
                     leader_epoch: 7,
                     offset: 100 + i64::from(p),

@@ -18,6 +18,8 @@ leader over the QUIC cluster link), behind `STRAND_REPLICATION_PREVIEW=1`.
 - divergence: a leader that appended records its followers never got (acks=1 while they
   were paused), then was killed, truncates them when it comes back: the data on every disk
   and what consumers read are the new leader's.
+- a node restarted with fewer cores, then leading: its followers ask the shard that holds
+  each partition now, and acks=all with a full ISR goes on.
 """
 import glob
 import json
@@ -445,3 +447,64 @@ def test_a_restarted_node_names_no_leaders_until_it_has_caught_up(cluster):
     assert parts[0][0] == new, seen
     # Ready (the admin API) once caught up (every shard applies the view in turn).
     cluster.until("ready", lambda: get(admin_port, "/v1/status/ready")[0] == 200, limit_s=5)
+
+
+def shard_for(topic, partition, shards):
+    """`runtime::shard::shard_for`: FNV-1a over the topic and the partition (big-endian)."""
+    h = 0xCBF29CE484222325
+    for b in topic.encode() + struct.pack(">i", partition):
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h % shards
+
+
+def test_a_leader_restarted_with_fewer_cores_is_still_followed(cluster):
+    """A node restarted with `cores` 2 -> 1 opens its partitions on shard 0, where they were
+    placed (and the view's replicas still say) shard 1. Once it leads, each follower must ask
+    the shard that has the partition now (from the leader's new registration), or it never
+    fetches again and acks=all with min.insync.replicas=3 fails. The node is made to lead by
+    stopping (controlled shutdown) whichever other node leads, until it does."""
+    cluster.until("three brokers live", cluster.formed, limit_s=60)
+    topic = next(t for t in ("cores-" + uuid.uuid4().hex[:6] for _ in range(100))
+                 if shard_for(t, 0, 2) == 1)
+    create_replicated(cluster, topic, config={"min.insync.replicas": "3"})
+
+    def agreed():
+        """The partition as every node names it, once all agree on a leader and a full
+        ISR (a restarted node names no leader until it has caught up)."""
+        seen = set()
+        for n in NODES:
+            try:
+                q = partition_md(cluster, n, topic, 0)
+            except KeyError:
+                return None
+            seen.add((q.leader, tuple(sorted(q.isrs))))
+        if len(seen) != 1:
+            return None
+        leader, isr = seen.pop()
+        return leader if leader in NODES and len(isr) == 3 else None
+
+    x = next(n for n in NODES if n != cluster.until("agreement", agreed, limit_s=60))
+    node = cluster.brokers[x]
+    node.stop()
+    node.cores = 1
+    node.start()
+    for _ in range(6):
+        now = cluster.until("every node names one leader and a full ISR", agreed, limit_s=60)
+        if now == x:
+            break
+        cluster.brokers[now].stop()
+        cluster.until("another leader", lambda: (lambda q: q.leader in NODES and q.leader != now)(
+            partition_md(cluster, x, topic, 0)), limit_s=30)
+        cluster.brokers[now].start()
+    else:
+        raise AssertionError(f"node {x} never led")
+    # Past replica.lag.time.max.ms: followers that could not fetch would be out by now.
+    time.sleep(LAG_MS / 1000 + 1)
+    assert cluster.until("a full ISR under the one-core leader", agreed, limit_s=30) == x
+    assert kafka_raw.produce(node.port, topic, one_record(b"from-one-core")) == 0
+    for n in NODES:
+        if n != x:
+            cluster.until(f"node {n} has the record", lambda: any(
+                b"from-one-core" in open(f, "rb").read() for f in glob.glob(os.path.join(
+                    cluster.brokers[n].data_dir, "**", f"{topic}-0", "*.log"),
+                    recursive=True)), limit_s=10)

@@ -16,6 +16,9 @@ pub struct BrokerView {
     pub rack: Option<String>,
     /// Fenced brokers lead nothing and are not listed to clients.
     pub fenced: bool,
+    /// Shards serving partitions there, as its latest registration says: a partition lives
+    /// on `runtime::shard::shard_for(topic, partition, shards)` of it.
+    pub shards: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,6 +96,7 @@ impl ClusterView {
                         port: b.registration.client.port,
                         rack: b.registration.rack.clone(),
                         fenced: b.fenced,
+                        shards: b.registration.shards.max(1),
                     },
                 )
             })

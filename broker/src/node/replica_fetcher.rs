@@ -61,6 +61,7 @@ struct Following {
 /// One partition of a request in flight: what its answer is checked against.
 struct Asked {
     tp: TopicPartition,
+    topic_id: [u8; 16],
     epoch: i32,
     generation: u64,
     log: PartitionLog,
@@ -92,7 +93,10 @@ impl Node {
                 if p.leader == view.me || p.leader < 0 {
                     return None;
                 }
-                let shard = p.replicas.iter().find(|r| r.node == p.leader)?.shard;
+                // The shard the leader opened it on now (the placement's `Replica.shard` is
+                // from when it was placed: a node may have restarted with other cores).
+                let shards = view.brokers.get(&p.leader)?.shards;
+                let shard = crate::runtime::shard::shard_for(&tp.0, tp.1, shards as usize) as u32;
                 Some((tp.clone(), p.leader, shard, p.leader_epoch))
             })
             .collect();
@@ -177,6 +181,7 @@ impl Node {
     /// (`wake`) cuts a parked request short, so it is fetched at once.
     async fn fetch_session(self: Rc<Self>, key: SessionKey, wake: Rc<event_listener::Event>) {
         let Some(handle) = self.shared.cluster.clone() else {
+            self.followers.borrow_mut().sessions.remove(&key);
             return;
         };
         let backoff = Duration::from_millis(limits::REPLICA_FETCH_BACKOFF_MS);
@@ -227,6 +232,7 @@ impl Node {
                     .iter()
                     .map(|a| PartitionFetch {
                         topic: a.tp.0.clone(),
+                        topic_id: a.topic_id,
                         partition: a.tp.1,
                         leader_epoch: a.epoch,
                         offset: a.offset,
@@ -271,9 +277,9 @@ impl Node {
             // partition) only moves the high watermark, here and now.
             let mut writes = Vec::new();
             for (a, answer) in asked.into_iter().zip(answers) {
-                let writes_log = answer
-                    .as_ref()
-                    .is_ok_and(|d| !d.records.is_empty() || d.diverging.is_some());
+                let writes_log = answer.as_ref().is_ok_and(|d| {
+                    !d.records.is_empty() || d.diverging.is_some() || d.log_start > a.offset
+                });
                 if writes_log {
                     let me = Rc::clone(&self);
                     writes.push(glommio::spawn_local(async move {
@@ -336,6 +342,15 @@ impl Node {
                 continue;
             }
             let Some(log) = self.local(&tp) else { continue };
+            let Some(topic_id) = self
+                .catalog()
+                .cluster
+                .as_ref()
+                .and_then(|v| v.topics.get(&tp.0))
+                .map(|t| t.id)
+            else {
+                continue;
+            };
             if let Some(f) = self.followers.borrow_mut().partitions.get_mut(&tp) {
                 if !f.became_follower {
                     log.become_follower();
@@ -345,6 +360,7 @@ impl Node {
             let offset = log.log_end().0;
             asked.push(Asked {
                 tp,
+                topic_id,
                 epoch,
                 generation,
                 log,

@@ -1,6 +1,6 @@
 //! The leader's side of replication (#18): a follower shard's `ReplicaFetchMany` names every
 //! partition it follows on this shard; this shard checks each at arrival (leader and epoch,
-//! replica, KIP-595 divergence) and counts its offset toward the high watermark and the ISR
+//! replica, the topic's id, KIP-595 divergence) and counts its offset toward the high watermark and the ISR
 //! (`replica_leader`), then holds the request — one listener on the shard's `appended` event,
 //! which every append and every high-watermark move on the shard fires — until any partition
 //! has something the follower lacks (new batches, or a high watermark other than the one it
@@ -58,18 +58,28 @@ impl Node {
             }
         }
         // Hold while nothing is new for any partition: answers already final (an error, a
-        // divergence) go back at once with the others.
+        // divergence) go back at once with the others. A high watermark the follower has not
+        // heard is news too, but it waits `REPLICA_FETCH_HW_NEWS_MS`: this very fetch's
+        // offset usually moved it, and the next batch (under load, within that time) carries
+        // it anyway — answering at once would cost a round trip per append.
+        let mut deadline = deadline;
+        let mut hw_news_seen = false;
         if answers.iter().all(Option::is_none) {
             loop {
                 let listener = self.shared.appended[self.shard].listen();
+                let mut hw_news = false;
                 let news = serve.iter().any(|s| {
                     let p = &fetch.partitions[s.index];
+                    hw_news |= self.replica_answer_hw(&s.tp, &s.log) != p.known_high_watermark;
                     // (Served from the log start: the follower must start again there.)
-                    s.offset.0 != p.offset
-                        || s.offset < s.log.log_end()
-                        || self.replica_answer_hw(&s.tp, &s.log) != p.known_high_watermark
+                    s.offset.0 != p.offset || s.offset < s.log.log_end()
                 });
                 let now = Instant::now();
+                if hw_news && !hw_news_seen {
+                    hw_news_seen = true;
+                    deadline =
+                        deadline.min(now + Duration::from_millis(limits::REPLICA_FETCH_HW_NEWS_MS));
+                }
                 if news || now >= deadline {
                     break;
                 }
@@ -83,10 +93,18 @@ impl Node {
             }
         }
         let mut budget = usize::try_from(fetch.response_max_bytes).unwrap_or(0);
+        let mut carried = false;
         for s in serve {
             let p = &fetch.partitions[s.index];
-            let answer = self.replica_read(&s, p, budget).await;
-            if let Ok(d) = &answer {
+            let mut answer = self.replica_read(&s, p, budget).await;
+            if let Ok(d) = &mut answer {
+                // Only the answer's first batches may go past the budget (a batch is whole):
+                // past it later, the answer could outgrow a cluster message and stall every
+                // partition of the session, not only this one.
+                if carried && d.records.len() > budget {
+                    d.records = Vec::new();
+                }
+                carried |= !d.records.is_empty();
                 budget = budget.saturating_sub(d.records.len());
             }
             answers[s.index] = Some(answer);
@@ -117,9 +135,17 @@ impl Node {
         // divergence check below needs it in the cache (as Kafka's leader records it when it
         // becomes leader).
         self.lead_epoch(tp, &log).await.map_err(Err)?;
-        let is_replica = self
-            .catalog()
-            .cluster
+        let view = self.catalog().cluster.clone();
+        let same_topic = view
+            .as_ref()
+            .and_then(|v| v.topics.get(&tp.0))
+            .is_some_and(|t| t.id == p.topic_id);
+        if !same_topic {
+            // The follower's topic of this name is another incarnation (deleted and
+            // re-created): nothing here is its to copy.
+            return Err(Err(ErrorCode::UnknownTopicOrPartition));
+        }
+        let is_replica = view
             .as_ref()
             .and_then(|v| v.partition(&tp.0, tp.1))
             .is_some_and(|v| v.replicas.iter().any(|r| r.node == replica));

@@ -4737,6 +4737,7 @@ impl<'a> ReplicaFetchPartition<'a> {
   pub const VT_LAST_EPOCH: flatbuffers::VOffsetT = 12;
   pub const VT_KNOWN_HIGH_WATERMARK: flatbuffers::VOffsetT = 14;
   pub const VT_MAX_BYTES: flatbuffers::VOffsetT = 16;
+  pub const VT_TOPIC_ID: flatbuffers::VOffsetT = 18;
 
   #[inline]
   pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
@@ -4750,6 +4751,7 @@ impl<'a> ReplicaFetchPartition<'a> {
     let mut builder = ReplicaFetchPartitionBuilder::new(_fbb);
     builder.add_known_high_watermark(args.known_high_watermark);
     builder.add_offset(args.offset);
+    if let Some(x) = args.topic_id { builder.add_topic_id(x); }
     builder.add_max_bytes(args.max_bytes);
     builder.add_last_epoch(args.last_epoch);
     builder.add_leader_epoch(args.leader_epoch);
@@ -4808,6 +4810,15 @@ impl<'a> ReplicaFetchPartition<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<i32>(ReplicaFetchPartition::VT_MAX_BYTES, Some(0)).unwrap()}
   }
+  /// The topic's id (16 bytes) as the follower knows it: a topic re-created under the same
+  /// name has another, and the leader refuses the partition (UNKNOWN_TOPIC_OR_PARTITION).
+  #[inline]
+  pub fn topic_id(&self) -> Option<flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, u8>>>(ReplicaFetchPartition::VT_TOPIC_ID, None)}
+  }
 }
 
 impl flatbuffers::Verifiable for ReplicaFetchPartition<'_> {
@@ -4824,6 +4835,7 @@ impl flatbuffers::Verifiable for ReplicaFetchPartition<'_> {
      .visit_field::<i32>("last_epoch", Self::VT_LAST_EPOCH, false)?
      .visit_field::<i64>("known_high_watermark", Self::VT_KNOWN_HIGH_WATERMARK, false)?
      .visit_field::<i32>("max_bytes", Self::VT_MAX_BYTES, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, u8>>>("topic_id", Self::VT_TOPIC_ID, false)?
      .finish();
     Ok(())
   }
@@ -4836,6 +4848,7 @@ pub struct ReplicaFetchPartitionArgs<'a> {
     pub last_epoch: i32,
     pub known_high_watermark: i64,
     pub max_bytes: i32,
+    pub topic_id: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, u8>>>,
 }
 impl<'a> Default for ReplicaFetchPartitionArgs<'a> {
   #[inline]
@@ -4848,6 +4861,7 @@ impl<'a> Default for ReplicaFetchPartitionArgs<'a> {
       last_epoch: -1,
       known_high_watermark: -1,
       max_bytes: 0,
+      topic_id: None,
     }
   }
 }
@@ -4886,6 +4900,10 @@ impl<'a: 'b, 'b> ReplicaFetchPartitionBuilder<'a, 'b> {
     self.fbb_.push_slot::<i32>(ReplicaFetchPartition::VT_MAX_BYTES, max_bytes, 0);
   }
   #[inline]
+  pub fn add_topic_id(&mut self, topic_id: flatbuffers::WIPOffset<flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(ReplicaFetchPartition::VT_TOPIC_ID, topic_id);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> ReplicaFetchPartitionBuilder<'a, 'b> {
     let start = _fbb.start_table();
     ReplicaFetchPartitionBuilder {
@@ -4910,6 +4928,7 @@ impl core::fmt::Debug for ReplicaFetchPartition<'_> {
       ds.field("last_epoch", &self.last_epoch());
       ds.field("known_high_watermark", &self.known_high_watermark());
       ds.field("max_bytes", &self.max_bytes());
+      ds.field("topic_id", &self.topic_id());
       ds.finish()
   }
 }
