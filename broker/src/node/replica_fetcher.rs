@@ -48,6 +48,10 @@ pub(super) struct Followers {
 /// and which following it is (a partition re-created under the same name, or led anew, gets
 /// a new generation: answers asked under an older one are dropped).
 struct Following {
+    /// The topic's id when this following began (the log was opened for it): a topic
+    /// re-created under the same name is another following, and the leader refuses an id
+    /// that is not its topic's.
+    topic_id: [u8; 16],
     leader: i32,
     leader_shard: u32,
     epoch: i32,
@@ -68,6 +72,10 @@ struct Asked {
     offset: i64,
 }
 
+/// A session's partition as `session_members` reads it: topic id, epoch, generation, and
+/// when it may be asked for again.
+type Member = (TopicPartition, [u8; 16], i32, u64, Option<Instant>);
+
 /// Followings started on this shard so far (each one's `Following::generation`).
 static FOLLOWINGS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -84,7 +92,7 @@ impl Node {
         self.start_replication_ticker();
         // Runs after every catalog change: a partition this node leads (every one, without
         // replication) costs a lookup, nothing is copied for it.
-        let followed: Vec<(TopicPartition, i32, u32, i32)> = self
+        let followed: Vec<(TopicPartition, [u8; 16], i32, u32, i32)> = self
             .partitions
             .borrow()
             .keys()
@@ -97,7 +105,8 @@ impl Node {
                 // from when it was placed: a node may have restarted with other cores).
                 let shards = view.brokers.get(&p.leader)?.shards;
                 let shard = crate::runtime::shard::shard_for(&tp.0, tp.1, shards as usize) as u32;
-                Some((tp.clone(), p.leader, shard, p.leader_epoch))
+                let topic_id = view.topics.get(&tp.0)?.id;
+                Some((tp.clone(), topic_id, p.leader, shard, p.leader_epoch))
             })
             .collect();
         if followed.is_empty() && self.followers.borrow().partitions.is_empty() {
@@ -108,10 +117,11 @@ impl Node {
         {
             let mut followers = self.followers.borrow_mut();
             let mut keep = std::collections::HashSet::new();
-            for (tp, leader, leader_shard, leader_epoch) in followed {
+            for (tp, topic_id, leader, leader_shard, leader_epoch) in followed {
                 keep.insert(tp.clone());
                 let same = followers.partitions.get(&tp).is_some_and(|f| {
-                    (f.leader, f.leader_shard, f.epoch) == (leader, leader_shard, leader_epoch)
+                    (f.topic_id, f.leader, f.leader_shard, f.epoch)
+                        == (topic_id, leader, leader_shard, leader_epoch)
                 });
                 if same {
                     continue;
@@ -122,6 +132,7 @@ impl Node {
                 followers.partitions.insert(
                     tp,
                     Following {
+                        topic_id,
                         leader,
                         leader_shard,
                         epoch: leader_epoch,
@@ -308,13 +319,21 @@ impl Node {
         key: SessionKey,
         rotation: usize,
     ) -> Option<(Vec<Asked>, Option<Instant>)> {
-        let mut members: Vec<(TopicPartition, i32, u64, Option<Instant>)> = self
+        let mut members: Vec<Member> = self
             .followers
             .borrow()
             .partitions
             .iter()
             .filter(|(_, f)| (f.leader, f.leader_shard) == key)
-            .map(|(tp, f)| (tp.clone(), f.epoch, f.generation, f.delayed_until))
+            .map(|(tp, f)| {
+                (
+                    tp.clone(),
+                    f.topic_id,
+                    f.epoch,
+                    f.generation,
+                    f.delayed_until,
+                )
+            })
             .collect();
         if members.is_empty() {
             return None;
@@ -325,7 +344,7 @@ impl Node {
         let now = Instant::now();
         let mut next_due: Option<Instant> = None;
         let mut asked = Vec::with_capacity(len);
-        for (tp, epoch, generation, delayed_until) in members {
+        for (tp, topic_id, epoch, generation, delayed_until) in members {
             if let Some(due) = delayed_until.filter(|d| *d > now) {
                 next_due = Some(next_due.map_or(due, |n| n.min(due)));
                 continue;
@@ -342,15 +361,6 @@ impl Node {
                 continue;
             }
             let Some(log) = self.local(&tp) else { continue };
-            let Some(topic_id) = self
-                .catalog()
-                .cluster
-                .as_ref()
-                .and_then(|v| v.topics.get(&tp.0))
-                .map(|t| t.id)
-            else {
-                continue;
-            };
             if let Some(f) = self.followers.borrow_mut().partitions.get_mut(&tp) {
                 if !f.became_follower {
                     log.become_follower();

@@ -96,12 +96,17 @@ impl Node {
         let mut carried = false;
         for s in serve {
             let p = &fetch.partitions[s.index];
-            let mut answer = self.replica_read(&s, p, budget).await;
+            // A follower sent back to the log start must get the batch holding it (it starts
+            // again at that batch's base, which may lie below the log start): never cut.
+            let restart = s.offset.0 != p.offset;
+            let mut answer = self
+                .replica_read(&s, p, if restart { budget.max(1) } else { budget })
+                .await;
             if let Ok(d) = &mut answer {
                 // Only the answer's first batches may go past the budget (a batch is whole):
                 // past it later, the answer could outgrow a cluster message and stall every
                 // partition of the session, not only this one.
-                if carried && d.records.len() > budget {
+                if carried && !restart && d.records.len() > budget {
                     d.records = Vec::new();
                 }
                 carried |= !d.records.is_empty();
