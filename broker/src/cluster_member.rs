@@ -187,15 +187,21 @@ async fn run(start: MemberStart) -> io::Result<()> {
         let p = Rc::clone(&published);
         Rc::new(move || p.offset.get())
     };
+    // On a stop signal the session tells the controller (controlled shutdown); the process
+    // waits for that before it exits.
+    crate::shutdown::expect_controlled_stop();
     let lifecycle = glommio::spawn_local(broker_session::run(
         driver.clone(),
         registration,
         cluster.broker_heartbeat_interval_ms,
         Rc::clone(&session),
         shards_applied,
+        crate::shutdown::signalled(),
     ));
     glommio::spawn_local(async move {
-        if let Err(why) = lifecycle.await {
+        let ended = lifecycle.await;
+        crate::shutdown::controlled_stop_done();
+        if let Err(why) = ended {
             error!(node = me, "{why}; exiting");
             std::process::exit(1);
         }

@@ -383,9 +383,7 @@ fn spawn_disk_watch(node: Rc<Node>) {
 /// passed the produce check before the signal finish in between), then report.
 fn spawn_shutdown_watch(node: Rc<Node>) {
     glommio::spawn_local(async move {
-        while !crate::shutdown::requested() {
-            glommio::timer::sleep(Duration::from_millis(crate::shutdown::SHUTDOWN_POLL_MS)).await;
-        }
+        crate::shutdown::signalled().await;
         node.flush_all().await;
         glommio::timer::sleep(Duration::from_millis(crate::shutdown::SHUTDOWN_POLL_MS)).await;
         node.flush_all().await;

@@ -59,6 +59,27 @@ impl Request {
             Request::AlterPartition { .. } => "alter-partition",
         }
     }
+
+    /// Whether asking again, after the first ask may have committed, gives the same outcome.
+    /// A registration (the same incarnation is "already registered"), a heartbeat, an
+    /// id block (a wasted block), a config change and an ISR change (its partition epoch
+    /// rejects a stale repeat, and the leader asks afresh from what it then sees) may be
+    /// asked again at a new controller. Creating and deleting topics and partitions may not:
+    /// a repeat of a committed CreateTopic answers TOPIC_ALREADY_EXISTS, so the asker waits
+    /// for the first ask's own answer (the proposer answers from the committed entry even
+    /// after it lost the leadership) or its deadline.
+    pub fn repeatable(&self) -> bool {
+        match self {
+            Request::Register(_)
+            | Request::Heartbeat(_)
+            | Request::AllocateProducerIds { .. }
+            | Request::AlterTopicConfigs { .. }
+            | Request::AlterPartition(_) => true,
+            Request::CreateTopic(_)
+            | Request::DeleteTopic { .. }
+            | Request::CreatePartitions { .. } => false,
+        }
+    }
 }
 
 /// The controller's answer to one request.

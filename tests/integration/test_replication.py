@@ -20,6 +20,8 @@ leader over the QUIC cluster link), behind `STRAND_REPLICATION_PREVIEW=1`.
   and what consumers read are the new leader's.
 - a node restarted with fewer cores, then leading: its followers ask the shard that holds
   each partition now, and acks=all with a full ISR goes on.
+- a leader stopped with SIGTERM (controlled shutdown): another node leads at once (not at
+  session expiry), acks=all goes on, and the node restarted at once registers again.
 """
 import glob
 import json
@@ -521,3 +523,59 @@ def test_a_leader_restarted_with_fewer_cores_is_still_followed(cluster):
                 b"from-one-core" in open(f, "rb").read() for f in glob.glob(os.path.join(
                     cluster.brokers[n].data_dir, "**", f"{topic}-0", "*.log"),
                     recursive=True)), limit_s=10)
+
+
+def test_a_stopped_leader_hands_over_at_once_and_restarts_at_once(cluster):
+    """SIGTERM is Kafka's controlled shutdown: the stopping node tells the controller, which
+    fences it now (its leaderships move to an in-sync follower, it leaves the ISR) instead of
+    after `broker.session.timeout.ms`; acks=all with min.insync.replicas=2 goes on with the
+    two others; and the node may register again at once (before, a restart was refused
+    DUPLICATE_BROKER_REGISTRATION until the old session expired). Nothing acknowledged is
+    lost."""
+    cluster.until("three brokers live", cluster.formed, limit_s=60)
+    topic = "stop-" + uuid.uuid4().hex[:6]
+    create_replicated(cluster, topic, config={"min.insync.replicas": "2"})
+    leader = cluster.until("a leader", lambda: (lambda q: q.leader if q.leader in NODES
+                                                else None)(partition_md(cluster, 1, topic, 0)))
+    other = next(n for n in NODES if n != leader)
+    acked = [f"before-{i}".encode() for i in range(20)]
+    for v in acked:
+        assert kafka_raw.produce(cluster.brokers[leader].port, topic, one_record(v)) == 0
+
+    def on_other():
+        """(leader, isr) as node `other` itself serves it."""
+        body = kafka_raw.call(cluster.brokers[other].port, kafka_raw.metadata_v1([topic]),
+                              timeout=2)
+        error, parts = kafka_raw.metadata_v1_partitions(body)[topic]
+        return (parts[0][0], list(parts[0][1])) if error == 0 else None
+
+    node = cluster.brokers[leader]
+    log_before = len(node.log())
+    stopped_at = time.time()
+    node.stop()
+    assert node.proc.returncode == 0, node.log()[log_before:][-3000:]
+    exit_s = time.time() - stopped_at
+    new_leader, isr = cluster.until("a follower leads, the stopped node out of the ISR",
+                                    lambda: (lambda m: m if m and m[0] not in (-1, leader)
+                                             and leader not in m[1] else None)(on_other()),
+                                    limit_s=SESSION_MS / 1000 * 2)
+    handover_s = time.time() - stopped_at
+    print(f"SIGTERM: exited after {exit_s:.2f} s, new leader seen after {handover_s:.2f} s")
+    # Session expiry alone would take SESSION_MS (plus a controller tick and an election).
+    assert handover_s < SESSION_MS / 1000 / 2, (exit_s, handover_s)
+    assert "controlled shutdown: fenced" in node.log()[log_before:]
+    after = f"after-{leader}".encode()
+    assert kafka_raw.produce(cluster.brokers[new_leader].port, topic, one_record(after)) == 0
+
+    restarted_at = time.time()
+    node.start()
+    cluster.until("the restarted node registered",
+                  lambda: "registered with the controller" in node.log()[log_before:],
+                  limit_s=SESSION_MS / 1000)
+    assert time.time() - restarted_at < SESSION_MS / 1000 / 2
+    assert "DUPLICATE_BROKER_REGISTRATION" not in node.log()[log_before:]
+    cluster.until("the restarted node back in the ISR",
+                  lambda: (lambda m: m and m[1] == sorted(NODES))(on_other()), limit_s=30)
+    got = [v for _, v in read_all(cluster.brokers[new_leader].bootstrap, topic, 0,
+                                  len(acked) + 1)]
+    assert got == acked + [after], got

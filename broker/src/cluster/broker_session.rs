@@ -14,6 +14,8 @@
 //! registration to a restart of ours) registers again.
 
 use std::cell::Cell;
+use std::future::Future;
+use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -34,22 +36,48 @@ pub struct BrokerSession {
     pub stopping: Cell<bool>,
 }
 
-/// Registers and heartbeats until `session.stopping`; an error is a refusal this broker must
-/// not ignore.
+/// `fut`, unless `stop` completes first (then `session.stopping` is set and `stop` is never
+/// polled again).
+async fn unless_stopped<T>(
+    fut: impl Future<Output = T>,
+    stop: &mut Pin<&mut impl Future<Output = ()>>,
+    session: &BrokerSession,
+) -> Option<T> {
+    if session.stopping.get() {
+        return None;
+    }
+    let done = futures_lite::future::or(async { Some(fut.await) }, async {
+        stop.as_mut().await;
+        None
+    })
+    .await;
+    if done.is_none() {
+        session.stopping.set(true);
+    }
+    done
+}
+
+/// Registers and heartbeats until `stop` completes (the process got a stop signal) or
+/// `session.stopping` is set; then, if registered, sends the controlled-shutdown heartbeat
+/// and waits at most one heartbeat interval for its answer. An error is a refusal this
+/// broker must not ignore.
 pub async fn run(
     driver: MetadataDriver,
     registration: BrokerRegistration,
     heartbeat_interval_ms: u64,
     session: Rc<BrokerSession>,
     applied_here: Rc<dyn Fn() -> u64>,
+    stop: impl Future<Output = ()>,
 ) -> Result<(), String> {
     let interval = Duration::from_millis(heartbeat_interval_ms);
+    let mut stop = pin!(stop);
     session.fenced.set(true);
     while !session.stopping.get() && !driver.is_stopped() {
         if session.epoch.get() == 0 {
-            let a = driver
-                .call(Request::Register(registration.clone()), interval * 2)
-                .await;
+            let call = driver.call(Request::Register(registration.clone()), interval * 2);
+            let Some(a) = unless_stopped(call, &mut stop, &session).await else {
+                break;
+            };
             match a.error {
                 None => {
                     tracing::info!(
@@ -60,7 +88,8 @@ pub async fn run(
                     session.epoch.set(a.broker_epoch);
                     session.fenced.set(a.fenced);
                     // Heartbeat once our image holds the registration: that one unfences us.
-                    driver.applied(a.metadata_offset, interval).await;
+                    let applied = driver.applied(a.metadata_offset, interval);
+                    let _ = unless_stopped(applied, &mut stop, &session).await;
                     continue;
                 }
                 Some((ErrorCode::DuplicateBrokerRegistration, why)) => {
@@ -86,7 +115,10 @@ pub async fn run(
                 metadata_offset: applied_here(),
                 shutting_down: false,
             };
-            let a = driver.call(Request::Heartbeat(hb), interval * 2).await;
+            let call = driver.call(Request::Heartbeat(hb), interval * 2);
+            let Some(a) = unless_stopped(call, &mut stop, &session).await else {
+                break;
+            };
             match a.error {
                 None => {
                     if session.fenced.get() != a.fenced {
@@ -109,7 +141,7 @@ pub async fn run(
                 }
             }
         }
-        glommio::timer::sleep(interval).await;
+        let _ = unless_stopped(glommio::timer::sleep(interval), &mut stop, &session).await;
     }
     if session.epoch.get() != 0 && !driver.is_stopped() {
         // Controlled shutdown: the controller moves our leaderships away now rather than
@@ -120,7 +152,18 @@ pub async fn run(
             metadata_offset: applied_here(),
             shutting_down: true,
         };
-        let _ = driver.call(Request::Heartbeat(hb), interval).await;
+        let a = driver.call(Request::Heartbeat(hb), interval).await;
+        match a.error {
+            None => tracing::info!(
+                node = registration.node_id,
+                "controlled shutdown: fenced, leaderships moved"
+            ),
+            Some((code, why)) => tracing::warn!(
+                node = registration.node_id,
+                ?code,
+                "controlled shutdown not answered ({why}); other nodes take over when the session expires"
+            ),
+        }
         session.fenced.set(true);
     }
     Ok(())

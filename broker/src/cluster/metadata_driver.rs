@@ -10,7 +10,8 @@
 //!   answers back (channel `ControllerAnswer`);
 //! - [`MetadataDriver::call`]: this node's broker asking the controller, wherever it is —
 //!   in process when this node leads, else over the link, again at a new leader when the
-//!   leadership moves, until an answer or the deadline.
+//!   leadership moves (only a request that can be repeated; a CreateTopic waits for the
+//!   answer to its first ask, which may still commit), until an answer or the deadline.
 //!
 //! A remote answer counts only from the node the request went to (the transport has
 //! authenticated it), and a remote request naming a node (registration, heartbeat, producer
@@ -176,8 +177,10 @@ impl MetadataDriver {
     }
 
     /// Asks the active controller, wherever it is, until an answer or `limit`.
-    /// NOT_CONTROLLER answers and leadership moves are retried at the new leader; the
-    /// answer to a request whose deadline passed is REQUEST_TIMED_OUT.
+    /// NOT_CONTROLLER answers are retried at the new leader, and so are leadership moves
+    /// for a [`Request::repeatable`] request (one that is not waits for its first ask's
+    /// answer: that batch may still commit); the answer to a request whose deadline passed
+    /// is REQUEST_TIMED_OUT.
     pub async fn call(&self, req: Request, limit: Duration) -> Answer {
         let inner = &self.inner;
         let end = Instant::now() + limit;
@@ -185,6 +188,9 @@ impl MetadataDriver {
             let id = inner.next_call.get();
             inner.next_call.set(id + 1);
             let leader = inner.voter.leader();
+            // Whether the request may have reached a controller (then a request that is not
+            // `repeatable` waits for that ask's answer even when the leadership moves).
+            let mut sent = true;
             match leader.node {
                 Some(n) if n == inner.me => {
                     inner.calls.borrow_mut().insert(
@@ -216,18 +222,22 @@ impl MetadataDriver {
                         .send(n, messages::with_channel(Channel::ControllerRequest, &body))
                     {
                         tracing::debug!(node = inner.me, %why, "controller request not sent");
+                        sent = false;
                     }
                 }
                 // No leader yet: the wait below ends when one is known.
-                None => {}
+                None => sent = false,
             }
-            // Wait for the answer, a leadership move (ask again there), or the deadline.
+            // Wait for the answer, a leadership move (ask again there, unless the first ask
+            // may have committed a change that a repeat would refuse), or the deadline.
             let answer = loop {
                 let listener = inner.changed.listen();
                 if let Some(a) = take_answer(inner, id) {
                     break Some(a);
                 }
-                if self.is_stopped() || inner.voter.leader() != leader {
+                if self.is_stopped()
+                    || (inner.voter.leader() != leader && (!sent || req.repeatable()))
+                {
                     break None;
                 }
                 let Some(left) = end.checked_duration_since(Instant::now()) else {

@@ -83,6 +83,7 @@ fn spawn_node(spec: MetadataSpec, reports: mpsc::Sender<Report>) -> Running {
                         let d = d.clone();
                         Rc::new(move || d.applied_offset())
                     },
+                    std::future::pending(),
                 ));
                 let (d2, r2) = (d.clone(), reports.clone());
                 glommio::spawn_local(async move {
