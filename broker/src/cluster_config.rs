@@ -8,7 +8,7 @@
 //! | `cluster.id` | `kafka-storage format -t` | the cluster's id: checked against the data directory and at registration |
 //! | `advertised.listeners` | yes | `PLAINTEXT://host:port` or `host:port` clients are told to use (default: `listen`) |
 //! | `cluster.tls.ca.location`, `cluster.tls.certificate.location`, `cluster.tls.key.location` | no | PEM files for the cluster transport's mutual TLS (`strand cluster certs` writes a development set) |
-//! | `default.replication.factor` | yes | for CreateTopics with -1 and auto-created topics (1 until replication, #18; above 1 with `STRAND_REPLICATION_PREVIEW=1`) |
+//! | `default.replication.factor` | yes | for CreateTopics with -1 and auto-created topics (Kafka's 1; INVALID_REPLICATION_FACTOR above the live brokers) |
 //! | `broker.session.timeout.ms` | yes | a broker without heartbeats for this long is fenced (Kafka's 9000) |
 //! | `broker.heartbeat.interval.ms` | yes | how often a broker heartbeats (Kafka's 2000) |
 //! | `controller.quorum.election.timeout.ms` | yes | raft election timeout (Kafka's 1000) |
@@ -208,12 +208,9 @@ impl ClusterKeys {
                 c.cluster_id
             )));
         }
-        if c.default_replication_factor < 1
-            || (c.default_replication_factor != 1 && !replication_preview())
-        {
+        if c.default_replication_factor < 1 {
             return Err(err(format!(
-                "default.replication.factor must be 1 until partition replication lands (#18; \
-                 above 1 with STRAND_REPLICATION_PREVIEW=1), got {}",
+                "default.replication.factor must be at least 1, got {}",
                 c.default_replication_factor
             )));
         }
@@ -271,13 +268,6 @@ impl ClusterConfig {
             .map(|(_, a)| *a)
             .unwrap_or_else(|| unreachable!("resolve() checked node.id is a voter"))
     }
-}
-
-/// `STRAND_REPLICATION_PREVIEW=1` in a cluster: CreateTopics accepts a replication factor
-/// above 1, followers copy the leader's log and leaders keep the ISR and high watermark (#18,
-/// in progress: see docs/design/replication-plan.md for what is still missing).
-pub fn replication_preview() -> bool {
-    std::env::var("STRAND_REPLICATION_PREVIEW").is_ok_and(|v| v == "1")
 }
 
 #[cfg(test)]

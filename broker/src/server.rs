@@ -305,8 +305,7 @@ async fn shard_main(
 /// Creates `__consumer_offsets` and `__transaction_state` if missing, with Kafka's settings
 /// for them: compacted, small segments; in a cluster `offsets.topic.replication.factor` /
 /// `transaction.state.log.replication.factor` replicas (capped at the brokers registered now,
-/// as Kafka does in small clusters; one without `STRAND_REPLICATION_PREVIEW=1`, see
-/// `cluster_config::replication_preview`) and `transaction.state.log.min.isr`.
+/// as Kafka does in small clusters) and `transaction.state.log.min.isr`.
 async fn create_internal_topics(node: &Node) {
     let segment_bytes = node.config().offsets_topic_segment_bytes;
     let live = node.view().map_or(1, |v| v.live_brokers().count().max(1));
@@ -322,11 +321,8 @@ async fn create_internal_topics(node: &Node) {
             OFFSETS_TOPIC => c.offsets_topic_replication_factor,
             _ => c.transaction_state_log_replication_factor,
         });
-        let replication_factor = match crate::cluster_config::replication_preview() {
-            true => wanted.min(i16::try_from(live).unwrap_or(i16::MAX)),
-            false => 1,
-        };
-        if crate::cluster_config::replication_preview() && replication_factor < wanted {
+        let replication_factor = wanted.min(i16::try_from(live).unwrap_or(i16::MAX));
+        if replication_factor < wanted {
             warn!(topic = name, wanted, replication_factor, live, "fewer brokers registered than the internal topic's replication factor: created with fewer replicas");
         }
         let mut configs: std::collections::BTreeMap<String, String> = [

@@ -239,7 +239,10 @@ impl Controller {
         let mut records = Vec::new();
         let mut fenced = b.fenced || self.fencing.contains(&hb.node_id);
         if hb.shutting_down {
-            if !b.fenced && !self.fencing.contains(&hb.node_id) {
+            // Also while an unfence is in flight (a stop right after start-up): it would
+            // commit after this answer and leave the stopped node unfenced and leading.
+            let unfence_pending = self.unfencing.contains(&hb.node_id);
+            if (!b.fenced || unfence_pending) && !self.fencing.contains(&hb.node_id) {
                 records = self.fence_records(image, hb.node_id, b.epoch);
             }
             fenced = true;

@@ -92,6 +92,9 @@ struct Waiting {
     /// Leaders of the partitions this proposal creates (placement counts them until the
     /// proposal is applied or given up).
     leads: Vec<NodeId>,
+    /// The log index the quorum appended the proposal at (`proposed`); `None` before, or
+    /// once a snapshot covered it (then only the deadline answers).
+    index: Option<u64>,
     /// CreatePartitions: the topic and its count once this proposal applies (a second one
     /// for the topic builds on it, as if the first had landed).
     grows: Option<(TopicId, i32)>,
@@ -318,6 +321,7 @@ impl MetadataNode {
                 expect,
                 deadline_ms: now_ms + self.request_timeout_ms,
                 leads,
+                index: None,
                 grows,
             },
         );
@@ -332,6 +336,51 @@ impl MetadataNode {
             data,
             request: Some(id),
         }]
+    }
+
+    /// The quorum appended request `request`'s proposal at log `index`.
+    pub fn proposed(&mut self, request: u64, index: u64) {
+        if let Some(w) = self.waiting.get_mut(&request) {
+            w.index = Some(index);
+        }
+    }
+
+    /// Requests whose entry's log index has been passed without it applying: another
+    /// leader's entry replaced theirs (they never committed), answered NOT_CONTROLLER so the
+    /// asker may ask again — also a request that must not be repeated once committed.
+    fn replaced(&mut self, committed_index: u64) -> Vec<Effect> {
+        let lost: Vec<u64> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.index.is_some_and(|i| i <= committed_index))
+            .map(|(id, _)| *id)
+            .collect();
+        let mut effects = Vec::new();
+        for id in lost {
+            if let Some(w) = self.waiting.remove(&id) {
+                let mut a = Answer::refused(
+                    w.asker.request_id(),
+                    ErrorCode::NotController,
+                    "the controller changed before the request committed (its entry was replaced)",
+                );
+                a.controller = self.leader;
+                effects.push(Effect::Answer {
+                    to: w.asker,
+                    answer: a,
+                });
+            }
+        }
+        effects
+    }
+
+    /// A snapshot at or past these requests' entries: whether they applied is not known
+    /// here any more; only their deadline answers them.
+    fn forget_indexes_up_to(&mut self, index: u64) {
+        for w in self.waiting.values_mut() {
+            if w.index.is_some_and(|i| i <= index) {
+                w.index = None;
+            }
+        }
     }
 
     /// The quorum refused a proposal (leadership moved before it was appended).
@@ -373,6 +422,7 @@ impl MetadataNode {
             decode_batch_with_proposer(data).map_err(|e| format!("metadata entry {index}: {e}"))?;
         if self.image.applied_offset > 0 && entry_of(self.image.applied_offset) >= index {
             // Already in the image (a snapshot covered it).
+            self.forget_indexes_up_to(index);
             return Ok(Vec::new());
         }
         let mut first_rejection = None;
@@ -409,6 +459,9 @@ impl MetadataNode {
                 });
             }
         }
+        // Entries apply in log order: a request still waiting whose entry's index is now
+        // behind us was replaced by another leader's entry.
+        effects.extend(self.replaced(index));
         Ok(effects)
     }
 
@@ -417,6 +470,7 @@ impl MetadataNode {
         let batch =
             decode_batch_with_proposer(data).map_err(|e| format!("metadata snapshot: {e}"))?;
         self.image = Image::from_snapshot(snapshot_offset(index), &batch.records)?;
+        self.forget_indexes_up_to(index);
         if let Some(c) = self.controller.as_mut() {
             c.activate(&self.image, now_ms);
             self.producer_ids_proposed_until = self.image.next_producer_id;

@@ -241,8 +241,9 @@ impl<S: QuorumStore> Quorum<S> {
         self.node.step(msg).map_err(|e| format!("quorum step: {e}"))
     }
 
-    /// Appends encoded records to the log, on the leader.
-    pub fn propose(&mut self, data: Vec<u8>) -> Result<(), NotLeader> {
+    /// Appends encoded records to the log, on the leader; the entry's log index (it commits
+    /// there, or another leader's entry replaces it there).
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<u64, NotLeader> {
         if !self.leadership.is_leader || self.failed.is_some() {
             return Err(NotLeader {
                 leader_id: self.leadership.leader_id,
@@ -250,7 +251,9 @@ impl<S: QuorumStore> Quorum<S> {
         }
         self.node.propose(Vec::new(), data).map_err(|_| NotLeader {
             leader_id: self.leadership.leader_id,
-        })
+        })?;
+        // raft-rs appends a leader's proposal to its log at once.
+        Ok(self.node.raft.raft_log.last_index())
     }
 
     /// The leader's snapshot to `peer` was delivered (or not): raft-rs resumes replication

@@ -428,6 +428,58 @@ fn controlled_shutdown_moves_leaders_before_the_session_ends() {
 }
 
 #[test]
+fn a_controlled_shutdown_while_an_unfence_is_in_flight_still_fences() {
+    // Node 3 restarts after its session expired; it stops right after its first heartbeat
+    // was answered "unfence" but before that batch committed (a SIGTERM just after start).
+    let mut s = Sim::new(3);
+    for n in 1..=3 {
+        s.start(n, n as u128).unwrap();
+    }
+    s.create("t", 3, 1).unwrap();
+    s.alive.remove(&3);
+    s.advance(SESSION_MS + HEARTBEAT_MS);
+    assert!(s.image().brokers[&3].fenced);
+    assert!(
+        s.leaders("t").contains(&NO_LEADER),
+        "its one-replica partition is offline"
+    );
+    let image = s.image().clone();
+    let records = s
+        .controller
+        .register(&image, &reg(3, 33), s.now_ms)
+        .unwrap();
+    s.commit(records);
+    let epoch = s.image().brokers[&3].epoch;
+    let hb = |shutting_down| Heartbeat {
+        node_id: 3,
+        broker_epoch: epoch,
+        metadata_offset: s.log.len() as u64,
+        shutting_down,
+    };
+    let image = s.image().clone();
+    let unfence = s
+        .controller
+        .heartbeat(&image, &hb(false), s.now_ms)
+        .unwrap();
+    assert!(!unfence.fenced && !unfence.records.is_empty());
+    let stop = s.controller.heartbeat(&image, &hb(true), s.now_ms).unwrap();
+    assert!(stop.fenced);
+    assert!(
+        stop.records
+            .iter()
+            .any(|r| matches!(r, MetadataRecord::FenceBroker { node_id: 3, .. })),
+        "the stop fences although the image still says fenced: {:?}",
+        stop.records
+    );
+    s.commit(unfence.records);
+    s.commit(stop.records);
+    s.alive.remove(&3);
+    s.advance(HEARTBEAT_MS);
+    assert!(s.image().brokers[&3].fenced);
+    assert!(!s.leaders("t").contains(&3), "{:?}", s.leaders("t"));
+}
+
+#[test]
 fn a_new_controller_gives_every_broker_a_fresh_session() {
     let mut s = Sim::new(3);
     for n in 1..=3 {

@@ -1,7 +1,7 @@
 """#18 step 7 (preview): the group and transaction coordinators follow the leadership of their
 internal partitions.
 
-Three nodes with `STRAND_REPLICATION_PREVIEW=1`: `__consumer_offsets` and
+Three nodes: `__consumer_offsets` and
 `__transaction_state` are created with three replicas (`offsets.topic.replication.factor`,
 `transaction.state.log.replication.factor`) and `__transaction_state` with
 `min.insync.replicas=2` (`transaction.state.log.min.isr`). The node coordinating a group or a
@@ -34,7 +34,6 @@ INTERNAL_PARTITIONS = 8  # internal_topics::OFFSETS_PARTITIONS / TXN_PARTITIONS
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with Cluster(str(tmp_path_factory.mktemp("coordinators")), cluster_id="coordinators",
-                 env={"STRAND_REPLICATION_PREVIEW": "1"},
                  config={"broker.session.timeout.ms": SESSION_MS,
                          "broker.heartbeat.interval.ms": SESSION_MS // 4}).running() as c:
         yield c

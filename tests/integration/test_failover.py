@@ -47,7 +47,6 @@ SESSION_MS = int(os.environ.get("STRAND_FAILOVER_SESSION_MS", "1000"))
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with Cluster(str(tmp_path_factory.mktemp("failover")), cluster_id="failover",
-                 env={"STRAND_REPLICATION_PREVIEW": "1"},
                  config={"broker.session.timeout.ms": SESSION_MS,
                          "broker.heartbeat.interval.ms": SESSION_MS // 4}).running() as c:
         yield c
@@ -235,7 +234,7 @@ def test_five_leader_kills_under_acks_all_load_lose_nothing(cluster):
 @pytest.fixture(scope="module")
 def cluster5(tmp_path_factory):
     with Cluster(str(tmp_path_factory.mktemp("five")), cluster_id="five",
-                 env={"STRAND_REPLICATION_PREVIEW": "1"}, nodes=(1, 2, 3, 4, 5),
+                 nodes=(1, 2, 3, 4, 5),
                  config={"default.replication.factor": 3},
                  # (One shard each: ten pinned shards on a two-core machine starved the kernel
                  # worker that completes O_DIRECT writes for 10 s — the #8 notes.)

@@ -1,5 +1,5 @@
-"""#18, in progress: partition replication between three real nodes (followers pull from the
-leader over the QUIC cluster link), behind `STRAND_REPLICATION_PREVIEW=1`.
+"""#18: partition replication between three real nodes (followers pull from the leader over
+the QUIC cluster link; on by default in a cluster since session 20).
 
 - a topic with replication factor 3: Metadata lists three replicas and the ISR;
 - followers copy the leader's log byte for byte (the batches in each node's segment files
@@ -55,7 +55,6 @@ SESSION_MS = 6000
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with Cluster(str(tmp_path_factory.mktemp("replicated")), cluster_id="replicated",
-                 env={"STRAND_REPLICATION_PREVIEW": "1"},
                  config={"replica.lag.time.max.ms": LAG_MS,
                          "broker.session.timeout.ms": SESSION_MS}).running() as c:
         yield c

@@ -158,10 +158,13 @@ pub async fn run(
                 node = registration.node_id,
                 "controlled shutdown: fenced, leaderships moved"
             ),
+            // REQUEST_TIMED_OUT (no controller): the session expires instead. A refused
+            // partition change in the fence batch (a stale epoch) is repaired by the
+            // controller's next tick.
             Some((code, why)) => tracing::warn!(
                 node = registration.node_id,
                 ?code,
-                "controlled shutdown not answered ({why}); other nodes take over when the session expires"
+                "controlled shutdown answered with an error ({why}); the controller fences this node at session expiry if the fence did not apply"
             ),
         }
         session.fenced.set(true);

@@ -187,6 +187,8 @@ impl MetadataDriver {
         loop {
             let id = inner.next_call.get();
             inner.next_call.set(id + 1);
+            // Forgets the call when this ask ends, also when the caller drops the future.
+            let _forget = ForgetCall { inner, id };
             let leader = inner.voter.leader();
             // Whether the request may have reached a controller (then a request that is not
             // `repeatable` waits for that ask's answer even when the leadership moves).
@@ -249,7 +251,6 @@ impl MetadataDriver {
                 })
                 .await;
             };
-            inner.calls.borrow_mut().remove(&id);
             match answer {
                 Some(a) if matches!(a.error, Some((ErrorCode::NotController, _))) => {}
                 Some(a) => return a,
@@ -301,6 +302,18 @@ impl MetadataDriver {
     }
 }
 
+/// Removes a call's entry when dropped.
+struct ForgetCall<'a> {
+    inner: &'a Inner,
+    id: u64,
+}
+
+impl Drop for ForgetCall<'_> {
+    fn drop(&mut self) {
+        self.inner.calls.borrow_mut().remove(&self.id);
+    }
+}
+
 fn take_answer(inner: &Inner, id: u64) -> Option<Answer> {
     inner
         .calls
@@ -314,8 +327,13 @@ fn handle(inner: &Inner, effects: Vec<Effect>) {
     let mut queue: std::collections::VecDeque<Effect> = effects.into();
     while let Some(e) = queue.pop_front() {
         match e {
-            Effect::Propose { data, request } => {
-                if let Err(err) = inner.voter.propose(data) {
+            Effect::Propose { data, request } => match inner.voter.propose(data) {
+                Ok(index) => {
+                    if let Some(r) = request {
+                        inner.node.borrow_mut().proposed(r, index);
+                    }
+                }
+                Err(err) => {
                     let leader = match err {
                         ProposeError::NotLeader(l) => l,
                         ProposeError::TooLarge(n) => {
@@ -332,7 +350,7 @@ fn handle(inner: &Inner, effects: Vec<Effect>) {
                         queue.extend(inner.node.borrow_mut().proposal_failed(r, leader));
                     }
                 }
-            }
+            },
             Effect::Answer {
                 to: Asker::Local(id),
                 answer,

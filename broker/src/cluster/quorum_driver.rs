@@ -172,22 +172,24 @@ impl QuorumVoter {
 
     /// Appends `data` to the quorum's log, on the leader; it comes back through
     /// [`QuorumVoter::next_committed`] on every voter once committed.
-    pub fn propose(&self, data: Vec<u8>) -> Result<(), ProposeError> {
+    /// Proposes an entry; its log index (see `Quorum::propose`).
+    pub fn propose(&self, data: Vec<u8>) -> Result<u64, ProposeError> {
         if self.inner.stopped.get() {
             return Err(ProposeError::Stopped);
         }
         if data.len() > PROPOSAL_MAX_BYTES {
             return Err(ProposeError::TooLarge(data.len()));
         }
-        self.inner
-            .quorum
-            .borrow_mut()
-            .propose(data)
-            .map_err(|NotLeader { leader_id }| {
-                ProposeError::NotLeader(messages::node_of(leader_id))
-            })?;
+        let index =
+            self.inner
+                .quorum
+                .borrow_mut()
+                .propose(data)
+                .map_err(|NotLeader { leader_id }| {
+                    ProposeError::NotLeader(messages::node_of(leader_id))
+                })?;
         drive(&self.inner);
-        Ok(())
+        Ok(index)
     }
 
     /// Sends a message (channel byte included) to another node over the voter's link.

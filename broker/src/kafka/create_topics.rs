@@ -92,8 +92,7 @@ pub async fn handle(node: &Rc<Node>, req: CreateTopicsRequest) -> CreateTopicsRe
         };
         r.num_partitions = partitions;
         r.replication_factor = 1;
-        let replicated =
-            node.shared.cluster.is_some() && crate::cluster_config::replication_preview();
+        let replicated = node.shared.cluster.is_some();
         if replicated && t.replication_factor > 1 {
             r.replication_factor = t.replication_factor;
         } else if replicated && t.replication_factor == -1 {

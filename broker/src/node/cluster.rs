@@ -295,11 +295,7 @@ impl Node {
                     Some(Request::CreateTopic(ControllerNewTopic {
                         name: t.name,
                         partitions: t.partitions,
-                        replication_factor: if crate::cluster_config::replication_preview() {
-                            t.replication_factor
-                        } else {
-                            1
-                        },
+                        replication_factor: t.replication_factor,
                         configs: t.configs.into_iter().collect::<BTreeMap<_, _>>(),
                     }))
                 })

@@ -88,7 +88,7 @@ impl Node {
         let Some(view) = self.catalog().cluster.clone() else {
             return;
         };
-        // Any partition with several replicas needs it (ISR changes), preview or not.
+        // Any partition with several replicas needs it (ISR changes).
         self.start_replication_ticker();
         // Runs after every catalog change: a partition this node leads (every one, without
         // replication) costs a lookup, nothing is copied for it.

@@ -1,4 +1,4 @@
-//! The leader's side of replication (#18, preview): a `PartitionLeader` (the sans-IO rules in
+//! The leader's side of replication (#18): a `PartitionLeader` (the sans-IO rules in
 //! `strand_cluster_core::replication`) per partition this node leads with replicas on other
 //! nodes, fed by the log's end after appends, by followers' fetch offsets and by time; its
 //! effects are carried out here: the high watermark wakes waiting consumer fetches, `acks=all`

@@ -417,6 +417,14 @@ fn a_batch_committed_after_leadership_moved_still_answers_its_asker() {
         now,
         [4; 16],
     );
+    let Effect::Propose {
+        request: Some(r), ..
+    } = &effects[0]
+    else {
+        panic!("{effects:?}")
+    };
+    let index = c.log.len() as u64 + 1;
+    c.node(1).proposed(*r, index);
     let held = c.handle(effects, true);
     assert_eq!(held.len(), 1);
     // Node 2 takes over; the old leader's entry is committed by it after all.
@@ -430,6 +438,52 @@ fn a_batch_committed_after_leadership_moved_still_answers_its_asker() {
     assert_eq!(a.error, None);
     assert_eq!(a.topic_id, Some([4; 16]));
     assert_eq!(c.nodes[0].waiting(), 0);
+}
+
+#[test]
+fn a_batch_replaced_by_another_leaders_entry_answers_not_controller_at_once() {
+    // Node 1 proposes a creation at index i, loses the leadership before it commits, and
+    // node 2's own entry commits at i: the creation never happened, and the asker hears so
+    // at once (NOT_CONTROLLER: ask again), not at its deadline.
+    let mut c = Cluster::new();
+    c.start_brokers();
+    let now = c.now_ms;
+    let new_topic = |name: &str| {
+        Request::CreateTopic(NewTopic {
+            name: name.into(),
+            partitions: 1,
+            replication_factor: 1,
+            configs: BTreeMap::new(),
+        })
+    };
+    let effects = c
+        .node(1)
+        .request_with_id(Asker::Local(43), new_topic("lost"), now, [5; 16]);
+    let Effect::Propose {
+        request: Some(r), ..
+    } = &effects[0]
+    else {
+        panic!("{effects:?}")
+    };
+    let index = c.log.len() as u64 + 1;
+    c.node(1).proposed(*r, index);
+    assert_eq!(c.handle(effects, true).len(), 1, "held, never committed");
+    c.lead(2);
+    let a = c.ask(2, Asker::Local(44), new_topic("other"));
+    assert_eq!(a.error, None);
+    assert_eq!(
+        c.log.len() as u64,
+        index,
+        "node 2's entry took index {index}"
+    );
+    let lost = c.answer_for(Asker::Local(43)).expect("answered at once");
+    assert_eq!(lost.error.unwrap().0, ErrorCode::NotController);
+    assert_eq!(lost.controller, Some(2));
+    assert_eq!(c.nodes[0].waiting(), 0);
+    assert!(c.nodes[0].image().topic_by_name("lost").is_none());
+    // Asked again at the new controller, it is created (not TOPIC_ALREADY_EXISTS).
+    let again = c.ask(2, Asker::Local(45), new_topic("lost"));
+    assert_eq!(again.error, None);
 }
 
 #[test]
