@@ -110,6 +110,21 @@ impl Cluster {
         self.answer_for(asker).expect("an answer")
     }
 
+    /// Tells node `at` the quorum appended the proposal in `effects` at the next log index
+    /// (returned), as the driver does.
+    fn mark_proposed(&mut self, at: NodeId, effects: &[Effect]) -> u64 {
+        let request = effects.iter().find_map(|e| match e {
+            Effect::Propose {
+                request: Some(r), ..
+            } => Some(*r),
+            _ => None,
+        });
+        let index = self.log.len() as u64 + 1;
+        self.node(at)
+            .proposed(request.expect("a proposal for a request"), index);
+        index
+    }
+
     fn answer_for(&mut self, asker: Asker) -> Option<Answer> {
         let i = self.answers.iter().position(|(a, _)| *a == asker)?;
         Some(self.answers.remove(i).1)
@@ -417,14 +432,7 @@ fn a_batch_committed_after_leadership_moved_still_answers_its_asker() {
         now,
         [4; 16],
     );
-    let Effect::Propose {
-        request: Some(r), ..
-    } = &effects[0]
-    else {
-        panic!("{effects:?}")
-    };
-    let index = c.log.len() as u64 + 1;
-    c.node(1).proposed(*r, index);
+    c.mark_proposed(1, &effects);
     let held = c.handle(effects, true);
     assert_eq!(held.len(), 1);
     // Node 2 takes over; the old leader's entry is committed by it after all.
@@ -459,14 +467,7 @@ fn a_batch_replaced_by_another_leaders_entry_answers_not_controller_at_once() {
     let effects = c
         .node(1)
         .request_with_id(Asker::Local(43), new_topic("lost"), now, [5; 16]);
-    let Effect::Propose {
-        request: Some(r), ..
-    } = &effects[0]
-    else {
-        panic!("{effects:?}")
-    };
-    let index = c.log.len() as u64 + 1;
-    c.node(1).proposed(*r, index);
+    let index = c.mark_proposed(1, &effects);
     assert_eq!(c.handle(effects, true).len(), 1, "held, never committed");
     c.lead(2);
     let a = c.ask(2, Asker::Local(44), new_topic("other"));
