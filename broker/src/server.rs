@@ -304,8 +304,9 @@ async fn shard_main(
 
 /// Creates `__consumer_offsets` and `__transaction_state` if missing, with Kafka's settings
 /// for them: compacted, small segments; in a cluster `offsets.topic.replication.factor` /
-/// `transaction.state.log.replication.factor` replicas (capped at the brokers registered now,
-/// as Kafka does in small clusters) and `transaction.state.log.min.isr`.
+/// `transaction.state.log.replication.factor` replicas (capped at the brokers registered after
+/// the wait for every voter, with a warning; Kafka instead refuses with
+/// COORDINATOR_NOT_AVAILABLE until enough brokers are up) and `transaction.state.log.min.isr`.
 async fn create_internal_topics(node: &Node) {
     let segment_bytes = node.config().offsets_topic_segment_bytes;
     let live = node.view().map_or(1, |v| v.live_brokers().count().max(1));

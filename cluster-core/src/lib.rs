@@ -14,7 +14,7 @@
 //! - [`transport`]: node-to-node messages over QUIC (quinn-proto) with mutual TLS, driven by
 //!   datagrams and time; `transport::certs` makes a development CA and node certificates.
 //! - [`messages`]: what travels between nodes (a channel byte, then raft's or our encoding).
-//! - [`replication`]: a partition leader's replication rules (#18, not wired yet): high
+//! - [`replication`]: a partition leader's replication rules (#18; wired in `broker/src/node/replica_leader.rs`): high
 //!   watermark over the maximal ISR, `acks=all` and `min.insync.replicas`, ISR shrink and
 //!   expand proposals; each replica's leader-epoch cache and the follower's divergence point.
 //! - [`limits`]: the cluster's bounds, with reasons.

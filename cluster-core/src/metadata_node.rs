@@ -442,7 +442,16 @@ impl MetadataNode {
         // The image stands after the whole entry, even an empty one.
         self.image.applied_offset = self.image.applied_offset.max(last_offset);
         let mut effects = Vec::new();
-        if let Some(p) = batch.proposer.filter(|p| p.node == self.me) {
+        // Ours only at the index it was appended at: an entry of this node's previous
+        // process (request ids start again at 1) committed late must not answer a new one.
+        let ours = batch.proposer.filter(|p| {
+            p.node == self.me
+                && self
+                    .waiting
+                    .get(&p.request_id)
+                    .is_some_and(|w| w.index.is_none_or(|i| i == index))
+        });
+        if let Some(p) = ours {
             if let Some(w) = self.waiting.remove(&p.request_id) {
                 let mut answer = Answer {
                     request_id: w.asker.request_id(),

@@ -22,6 +22,8 @@ the QUIC cluster link; on by default in a cluster since session 20).
   each partition now, and acks=all with a full ISR goes on.
 - a leader stopped with SIGTERM (controlled shutdown): another node leads at once (not at
   session expiry), acks=all goes on, and the node restarted at once registers again.
+- DeleteRecords moves the caught-up followers' log start too: after a failover the deleted
+  records stay deleted.
 """
 import glob
 import json
@@ -578,3 +580,41 @@ def test_a_stopped_leader_hands_over_at_once_and_restarts_at_once(cluster):
     got = [v for _, v in read_all(cluster.brokers[new_leader].bootstrap, topic, 0,
                                   len(acked) + 1)]
     assert got == acked + [after], got
+
+
+def test_delete_records_moves_every_replicas_log_start(cluster):
+    """DeleteRecords on the leader: the in-sync followers move their log start up too
+    (Kafka's followers take the leader's log start from every fetch), so after a failover
+    the deleted records stay deleted (before, the new leader served them again)."""
+    cluster.until("three brokers live", cluster.formed, limit_s=60)
+    topic = "delrec-" + uuid.uuid4().hex[:6]
+    md = create_replicated(cluster, topic, config={"min.insync.replicas": "1"})
+    leader = md.topics[topic].partitions[0].leader
+    other = next(n for n in NODES if n != leader)
+    port = cluster.brokers[leader].port
+    for i in range(6):
+        assert kafka_raw.produce(port, topic, one_record(f"old-{i}".encode())) == 0
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[leader].bootstrap})
+    done = admin.delete_records([TopicPartition(topic, 0, 4)])
+    assert list(done.values())[0].result(timeout=30).low_watermark == 4
+    assert kafka_raw.produce(port, topic, one_record(b"after-delete")) == 0
+    for n in NODES:
+        cluster.until(f"node {n} has the record after the deletion", lambda: any(
+            b"after-delete" in b for b in batches(cluster.brokers[n].data_dir, topic, 0)))
+    node = cluster.brokers[leader]
+    node.stop()
+    new = cluster.until("a follower leads", lambda: (lambda q: q.leader if q.leader not in (
+        -1, leader) else None)(partition_md(cluster, other, topic, 0)), limit_s=30)
+    c = Consumer({"bootstrap.servers": cluster.brokers[new].bootstrap,
+                  "group.id": "w-" + uuid.uuid4().hex[:6]})
+    try:
+        low, high = cluster.until("watermarks from the new leader", lambda: (
+            lambda w: w if w[1] == 7 else None)(
+                c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)))
+    finally:
+        c.close()
+    assert (low, high) == (4, 7)
+    got = read_all(cluster.brokers[new].bootstrap, topic, 0, 3, limit_s=15)
+    assert [v for _, v in got] == [b"old-4", b"old-5", b"after-delete"], got
+    node.start()
+    cluster.until("the stopped node back", cluster.formed, limit_s=60)

@@ -450,7 +450,18 @@ impl Node {
             }
             return false;
         }
-        match self.apply_fetched(tp, log, data).await {
+        let leader_start = data.log_start;
+        let applied = self.apply_fetched(tp, log, data).await;
+        if applied.is_ok() && leader_start > log.log_start().0 {
+            // The leader's log start moved up (DeleteRecords, retention): so does this
+            // copy's, as Kafka's followers do on every fetch — else records deleted on the
+            // leader would be served again after a failover.
+            let to = Offset(leader_start.min(log.log_end().0));
+            if let Err(e) = log.delete_records(to).await {
+                warn!(topic = %tp.0, partition = tp.1, error = %e, "could not move the log start up to the leader's");
+            }
+        }
+        match applied {
             Ok(true) => false,
             // A truncation that cut nothing: the leader's answer does not move this log;
             // ask again later rather than at once.

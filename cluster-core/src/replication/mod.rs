@@ -1,5 +1,5 @@
-//! Partition replication's decisions, without I/O (#18, first piece; not wired to the broker
-//! yet). One [`PartitionLeader`] per partition this node leads: it learns the followers' log
+//! Partition replication's decisions, without I/O (#18; the broker drives them from
+//! `node/replica_leader.rs`). One [`PartitionLeader`] per partition this node leads: it learns the followers' log
 //! end offsets from their fetches, keeps the high watermark, completes or fails `acks=all`
 //! produce requests, and proposes ISR changes, which the driver commits through the metadata
 //! quorum before telling it ([`PartitionLeader::isr_committed`]).
