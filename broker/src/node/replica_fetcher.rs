@@ -283,13 +283,16 @@ impl Node {
                     continue;
                 }
             };
-            // Partitions with batches or a truncation to apply write to their own logs: in
-            // parallel. An answer with nothing to write (the common case for a quiet
-            // partition) only moves the high watermark, here and now.
+            // Partitions with batches, a truncation or a log start to move write to their own
+            // logs: in parallel. An answer with nothing to write (the common case for a
+            // quiet partition) only moves the high watermark, here and now.
             let mut writes = Vec::new();
             for (a, answer) in asked.into_iter().zip(answers) {
                 let writes_log = answer.as_ref().is_ok_and(|d| {
-                    !d.records.is_empty() || d.diverging.is_some() || d.log_start > a.offset
+                    !d.records.is_empty()
+                        || d.diverging.is_some()
+                        || d.log_start > a.offset
+                        || d.log_start > a.log.log_start().0
                 });
                 if writes_log {
                     let me = Rc::clone(&self);
@@ -451,13 +454,18 @@ impl Node {
             return false;
         }
         let leader_start = data.log_start;
+        let diverging = data.diverging.is_some();
         let applied = self.apply_fetched(tp, log, data).await;
-        if applied.is_ok() && leader_start > log.log_start().0 {
-            // The leader's log start moved up (DeleteRecords, retention): so does this
-            // copy's, as Kafka's followers do on every fetch — else records deleted on the
-            // leader would be served again after a failover.
-            let to = Offset(leader_start.min(log.log_end().0));
-            if let Err(e) = log.delete_records(to).await {
+        // The leader's log start moved up (DeleteRecords, retention): so does this copy's,
+        // as Kafka's followers do on every fetch — else records deleted on the leader would
+        // be served again after a failover. Never past this replica's high watermark (as
+        // Kafka): a later truncation must not have to cut below the log start; and not
+        // after a truncation answer (its cut may not be complete yet).
+        let to = leader_start
+            .min(log.replica_high_watermark())
+            .min(log.log_end().0);
+        if matches!(applied, Ok(true)) && !diverging && to > log.log_start().0 {
+            if let Err(e) = log.delete_records(Offset(to)).await {
                 warn!(topic = %tp.0, partition = tp.1, error = %e, "could not move the log start up to the leader's");
             }
         }
