@@ -70,6 +70,15 @@ impl Sim {
         }
     }
 
+    /// `nodes` brokers (ids 1..=nodes), each registered and unfenced.
+    fn started(nodes: usize) -> Sim {
+        let mut s = Sim::new(nodes);
+        for n in 1..=nodes as NodeId {
+            s.start(n, n as u128).unwrap();
+        }
+        s
+    }
+
     fn image(&self) -> &Image {
         &self.images[0]
     }
@@ -171,10 +180,7 @@ fn count(v: &[NodeId], n: NodeId) -> usize {
 
 #[test]
 fn leaders_of_a_new_topic_are_spread_evenly_over_three_brokers() {
-    let mut s = Sim::new(3);
-    for n in 1..=3 {
-        s.start(n, n as u128).unwrap();
-    }
+    let mut s = Sim::started(3);
     assert_eq!(s.create("orders", 12, 1).unwrap(), Applied::Done);
     let leaders = s.leaders("orders");
     for n in 1..=3 {
@@ -271,10 +277,7 @@ fn two_racing_creations_of_one_topic_apply_once_everywhere() {
 
 #[test]
 fn a_silent_broker_is_fenced_after_its_session_and_comes_back_with_a_higher_epoch() {
-    let mut s = Sim::new(3);
-    for n in 1..=3 {
-        s.start(n, n as u128).unwrap();
-    }
+    let mut s = Sim::started(3);
     s.create("t", 12, 1).unwrap();
     let before = s.image().topic_by_name("t").unwrap().clone();
     s.alive.remove(&2); // kill -9: no more heartbeats
@@ -310,10 +313,7 @@ fn a_silent_broker_is_fenced_after_its_session_and_comes_back_with_a_higher_epoc
 
 #[test]
 fn with_three_replicas_leadership_moves_to_an_in_sync_replica() {
-    let mut s = Sim::new(3);
-    for n in 1..=3 {
-        s.start(n, n as u128).unwrap();
-    }
+    let mut s = Sim::started(3);
     s.create("r3", 6, 3).unwrap();
     let before = s.image().topic_by_name("r3").unwrap().clone();
     s.alive.remove(&1);
@@ -340,10 +340,7 @@ fn with_three_replicas_leadership_moves_to_an_in_sync_replica() {
 
 #[test]
 fn two_brokers_expiring_in_one_tick_leave_every_partition_led_by_the_survivor() {
-    let mut s = Sim::new(3);
-    for n in 1..=3 {
-        s.start(n, n as u128).unwrap();
-    }
+    let mut s = Sim::started(3);
     s.create("r3", 9, 3).unwrap();
     s.alive.remove(&1);
     s.alive.remove(&2);
@@ -408,10 +405,7 @@ fn heartbeats_from_unknown_or_stale_brokers_are_refused() {
 
 #[test]
 fn controlled_shutdown_moves_leaders_before_the_session_ends() {
-    let mut s = Sim::new(3);
-    for n in 1..=3 {
-        s.start(n, n as u128).unwrap();
-    }
+    let mut s = Sim::started(3);
     s.create("t", 6, 2).unwrap();
     let hb = Heartbeat {
         node_id: 3,
@@ -431,10 +425,7 @@ fn controlled_shutdown_moves_leaders_before_the_session_ends() {
 fn a_controlled_shutdown_while_an_unfence_is_in_flight_still_fences() {
     // Node 3 restarts after its session expired; it stops right after its first heartbeat
     // was answered "unfence" but before that batch committed (a SIGTERM just after start).
-    let mut s = Sim::new(3);
-    for n in 1..=3 {
-        s.start(n, n as u128).unwrap();
-    }
+    let mut s = Sim::started(3);
     s.create("t", 3, 1).unwrap();
     s.alive.remove(&3);
     s.advance(SESSION_MS + HEARTBEAT_MS);
@@ -481,10 +472,7 @@ fn a_controlled_shutdown_while_an_unfence_is_in_flight_still_fences() {
 
 #[test]
 fn a_new_controller_gives_every_broker_a_fresh_session() {
-    let mut s = Sim::new(3);
-    for n in 1..=3 {
-        s.start(n, n as u128).unwrap();
-    }
+    let mut s = Sim::started(3);
     s.alive.remove(&3);
     s.advance(SESSION_MS / 2);
     // Failover: node 2's image becomes the controller's; its soft state starts now.
@@ -504,10 +492,7 @@ fn a_new_controller_gives_every_broker_a_fresh_session() {
 
 #[test]
 fn a_change_computed_from_a_stale_partition_epoch_is_rejected_everywhere() {
-    let mut s = Sim::new(2);
-    for n in 1..=2 {
-        s.start(n, n as u128).unwrap();
-    }
+    let mut s = Sim::started(2);
     s.create("t", 1, 2).unwrap();
     let id = *s.image().names.get("t").unwrap();
     let p = s.image().partition("t", 0).unwrap().clone();
@@ -555,10 +540,7 @@ fn producer_id_blocks_are_disjoint() {
 
 #[test]
 fn five_thousand_creations_and_deletions_then_a_snapshot_leave_equal_images() {
-    let mut s = Sim::new(3);
-    for n in 1..=3 {
-        s.start(n, n as u128).unwrap();
-    }
+    let mut s = Sim::started(3);
     for i in 0..2_500 {
         let name = format!("t-{i}");
         assert_eq!(
@@ -588,10 +570,7 @@ fn five_thousand_creations_and_deletions_then_a_snapshot_leave_equal_images() {
 
 #[test]
 fn alter_partition_is_checked_as_kafkas_controller_checks_it() {
-    let mut s = Sim::new(3);
-    for n in 1..=3 {
-        s.start(n, n as u128).unwrap();
-    }
+    let mut s = Sim::started(3);
     s.create("a", 1, 3).unwrap();
     let p = s.image().partition("a", 0).unwrap().clone();
     let (leader, others): (NodeId, Vec<NodeId>) = (
