@@ -45,6 +45,17 @@ pub enum TopicCmd {
     Describe { name: String },
     /// Delete a topic and its data.
     Delete { name: String },
+    /// Move leadership back to each partition's preferred (first) replica, as
+    /// `kafka-leader-election --election-type preferred` does; with `--unclean`, give a
+    /// leaderless partition any live replica (it may lose acknowledged records).
+    ElectLeaders {
+        /// The topic (all partitions, or `--partition`); none: every topic.
+        name: Option<String>,
+        #[arg(long, requires = "name")]
+        partition: Option<i32>,
+        #[arg(long)]
+        unclean: bool,
+    },
     /// Set (`--set k=v`) or remove (`--delete k`) topic configs.
     AlterConfig {
         name: String,
@@ -303,6 +314,50 @@ pub fn topic(conn: Conn, cmd: TopicCmd) -> ExitCode {
                         })
                         .collect();
                     print_table(&["CONFIG", "VALUE", "SOURCE"], &rows);
+                }
+            }
+            TopicCmd::ElectLeaders {
+                name,
+                partition,
+                unclean,
+            } => {
+                let partitions = match (name, partition) {
+                    (None, _) => None,
+                    (Some(t), Some(p)) => Some(vec![(t, p)]),
+                    (Some(t), None) => {
+                        let count = cluster.topic(&t).await?.leaders.len() as i32;
+                        Some((0..count).map(|p| (t.clone(), p)).collect())
+                    }
+                };
+                let outcomes = cluster.elect_leaders(partitions, unclean).await?;
+                let not_needed = strand_wire::ErrorCode::ElectionNotNeeded.code();
+                let mut failed = 0;
+                let mut rows = Vec::new();
+                let mut values = Vec::new();
+                for (topic, p, outcome) in &outcomes {
+                    let result = match outcome {
+                        Ok(()) => "elected".to_string(),
+                        Err(e) if e.code() == Some(not_needed) => "already led".to_string(),
+                        Err(e) => {
+                            failed += 1;
+                            e.to_string()
+                        }
+                    };
+                    values.push(json!({"topic": topic, "partition": p, "result": result}));
+                    rows.push(vec![topic.clone(), p.to_string(), result]);
+                }
+                if json {
+                    println!("{}", Value::Array(values));
+                } else if rows.is_empty() {
+                    println!("no partition needed an election");
+                } else {
+                    print_table(&["TOPIC", "PARTITION", "RESULT"], &rows);
+                }
+                if failed > 0 {
+                    return Err(ClientError::Invalid(format!(
+                        "{failed} of {} partitions were not elected",
+                        outcomes.len()
+                    )));
                 }
             }
             TopicCmd::Delete { name } => {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use strand_wire::kafka::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use strand_wire::kafka::messages::describe_configs_request::DescribeConfigsResource;
+use strand_wire::kafka::messages::elect_leaders_request::TopicPartitions;
 use strand_wire::kafka::messages::find_coordinator_request::FindCoordinatorRequest;
 use strand_wire::kafka::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
@@ -17,8 +18,9 @@ use strand_wire::kafka::messages::offset_commit_request::{
 use strand_wire::kafka::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use strand_wire::kafka::messages::{
     CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    GroupId, IncrementalAlterConfigsRequest, ListGroupsRequest, ListOffsetsRequest,
-    OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind, TopicName,
+    ElectLeadersRequest, GroupId, IncrementalAlterConfigsRequest, ListGroupsRequest,
+    ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind,
+    TopicName,
 };
 use strand_wire::kafka::protocol::StrBytes;
 
@@ -103,6 +105,51 @@ impl Cluster {
             ClientError::check(t.error_code, t.error_message.as_deref())?;
         }
         Ok(())
+    }
+
+    /// ElectLeaders (KIP-460): `partitions` (`None`: every partition that needs it), the
+    /// preferred replica, or with `unclean` any live replica of a leaderless partition. One
+    /// outcome per partition the broker answered for (`Err` holds its error; ELECTION_NOT_NEEDED
+    /// means it was already led as asked).
+    pub async fn elect_leaders(
+        &self,
+        partitions: Option<Vec<(String, i32)>>,
+        unclean: bool,
+    ) -> Result<Vec<(String, i32, Result<(), ClientError>)>, ClientError> {
+        let mut req = ElectLeadersRequest::default();
+        req.election_type = i8::from(unclean);
+        req.timeout_ms = 30_000;
+        req.topic_partitions = partitions.map(|ps| {
+            let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+            for (t, p) in ps {
+                by_topic.entry(t).or_default().push(p);
+            }
+            by_topic
+                .into_iter()
+                .map(|(t, ps)| {
+                    let mut tp = TopicPartitions::default();
+                    tp.topic = name(&t);
+                    tp.partitions = ps;
+                    tp
+                })
+                .collect()
+        });
+        let ResponseKind::ElectLeaders(r) = self.request(RequestKind::ElectLeaders(req)).await?
+        else {
+            return Err(unexpected("ElectLeaders"));
+        };
+        ClientError::check(r.error_code, None)?;
+        let mut out = Vec::new();
+        for t in r.replica_election_results {
+            for p in t.partition_result {
+                out.push((
+                    t.topic.to_string(),
+                    p.partition_id,
+                    ClientError::check(p.error_code, p.error_message.as_deref()),
+                ));
+            }
+        }
+        Ok(out)
     }
 
     /// A topic's configs: name -> (value, set on the topic rather than a default).

@@ -39,6 +39,8 @@ pub const PREFERRED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeQuorum, 0, 2),
+    // v1+: v0 has no election type.
+    (ApiKey::ElectLeaders, 1, 2),
 ];
 
 /// The version of ApiVersions sent first, before anything is known (v3: flexible, and
@@ -173,6 +175,7 @@ pub fn api_of(body: &RequestKind) -> ApiKey {
         RequestKind::IncrementalAlterConfigs(_) => ApiKey::IncrementalAlterConfigs,
         RequestKind::DescribeCluster(_) => ApiKey::DescribeCluster,
         RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
+        RequestKind::ElectLeaders(_) => ApiKey::ElectLeaders,
         // Anything else is refused by `version` (not in PREFERRED).
         _ => ApiKey::SaslAuthenticate,
     }

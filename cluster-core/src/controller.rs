@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use strand_wire::ErrorCode;
 
-use crate::image::Image;
+use crate::image::{Image, PartitionState, TopicImage};
 use crate::placement::{self, choose_leader, Refusal};
 use crate::records::{
     BrokerRegistration, MetadataRecord, NodeId, PartitionChange, PartitionRecord, TopicId,
@@ -75,6 +75,34 @@ pub struct AlterPartition {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub isr: Vec<NodeId>,
+}
+
+/// KIP-460's election types (ElectLeaders' `election_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Election {
+    /// The first replica leads, if it is in sync and usable.
+    Preferred,
+    /// A partition without a leader gets one: a usable in-sync replica, else any usable
+    /// replica (which may lose acknowledged records: `unclean.leader.election.enable`).
+    Unclean,
+}
+
+impl Election {
+    /// The wire value (0 preferred, 1 unclean).
+    pub fn code(self) -> i8 {
+        match self {
+            Election::Preferred => 0,
+            Election::Unclean => 1,
+        }
+    }
+
+    pub fn from_code(code: i8) -> Option<Election> {
+        match code {
+            0 => Some(Election::Preferred),
+            1 => Some(Election::Unclean),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -544,18 +572,7 @@ impl Controller {
         image: &Image,
         req: &AlterPartition,
     ) -> Result<Vec<MetadataRecord>, Refusal> {
-        let unknown = || {
-            Refusal::new(
-                ErrorCode::UnknownTopicOrPartition,
-                "This server does not host this topic-partition.",
-            )
-        };
-        let t = image
-            .names
-            .get(&req.topic)
-            .and_then(|id| image.topics.get(id))
-            .ok_or_else(unknown)?;
-        let p = t.partitions.get(&req.partition).ok_or_else(unknown)?;
+        let (t, p) = partition_of(image, &req.topic, req.partition)?;
         let at = format!("{}-{}", req.topic, req.partition);
         match req.leader_epoch.cmp(&p.leader_epoch) {
             std::cmp::Ordering::Less => {
@@ -633,6 +650,79 @@ impl Controller {
         })])
     }
 
+    /// ElectLeaders (KIP-460) for one partition, as KRaft's controller decides it.
+    /// Preferred: the first replica already leads -> ELECTION_NOT_NEEDED; it is in sync and
+    /// usable -> it leads (a new leader epoch; the old leader becomes its follower);
+    /// else PREFERRED_LEADER_NOT_AVAILABLE. Unclean: a partition with a leader ->
+    /// ELECTION_NOT_NEEDED; else a usable in-sync replica, else the first usable replica
+    /// with the ISR reset to it alone; none -> ELIGIBLE_LEADERS_NOT_AVAILABLE.
+    pub fn elect_leader(
+        &self,
+        image: &Image,
+        topic: &str,
+        partition: i32,
+        election: Election,
+    ) -> Result<Vec<MetadataRecord>, Refusal> {
+        let (t, p) = partition_of(image, topic, partition)?;
+        let usable = |n: NodeId| {
+            !self.fencing.contains(&n) && image.brokers.get(&n).is_some_and(|b| !b.fenced)
+        };
+        let at = format!("{topic}-{partition}");
+        let change = |leader: NodeId, isr: Option<Vec<NodeId>>| {
+            vec![MetadataRecord::PartitionChange(PartitionChange {
+                topic_id: t.id,
+                partition,
+                expected_partition_epoch: p.partition_epoch,
+                leader: Some(leader),
+                isr,
+            })]
+        };
+        match election {
+            Election::Preferred => {
+                let preferred = p.replicas.first().map_or(NO_LEADER, |r| r.node);
+                if p.leader == preferred {
+                    Err(Refusal::new(
+                        ErrorCode::ElectionNotNeeded,
+                        format!("{at}: the preferred replica {preferred} already leads"),
+                    ))
+                } else if p.isr.contains(&preferred) && usable(preferred) {
+                    Ok(change(preferred, None))
+                } else {
+                    Err(Refusal::new(
+                        ErrorCode::PreferredLeaderNotAvailable,
+                        format!(
+                            "{at}: the preferred replica {preferred} is {}",
+                            if p.isr.contains(&preferred) {
+                                "fenced or not registered"
+                            } else {
+                                "not in sync"
+                            }
+                        ),
+                    ))
+                }
+            }
+            Election::Unclean => {
+                if p.leader != NO_LEADER {
+                    return Err(Refusal::new(
+                        ErrorCode::ElectionNotNeeded,
+                        format!("{at} is led by {}", p.leader),
+                    ));
+                }
+                let clean = choose_leader(&p.replicas, &p.isr, &usable);
+                if clean != NO_LEADER {
+                    return Ok(change(clean, None));
+                }
+                match p.replicas.iter().map(|r| r.node).find(|n| usable(*n)) {
+                    Some(n) => Ok(change(n, Some(vec![n]))),
+                    None => Err(Refusal::new(
+                        ErrorCode::EligibleLeadersNotAvailable,
+                        format!("{at}: no replica is on a live broker"),
+                    )),
+                }
+            }
+        }
+    }
+
     /// DeleteTopics for one topic.
     pub fn delete_topic(&self, image: &Image, name: &str) -> Result<Vec<MetadataRecord>, Refusal> {
         match image.names.get(name) {
@@ -656,4 +746,25 @@ impl Controller {
             },
         )
     }
+}
+
+/// `topic`-`partition` in the image, or UNKNOWN_TOPIC_OR_PARTITION (Kafka's message).
+fn partition_of<'a>(
+    image: &'a Image,
+    topic: &str,
+    partition: i32,
+) -> Result<(&'a TopicImage, &'a PartitionState), Refusal> {
+    let unknown = || {
+        Refusal::new(
+            ErrorCode::UnknownTopicOrPartition,
+            "This server does not host this topic-partition.",
+        )
+    };
+    let t = image
+        .names
+        .get(topic)
+        .and_then(|id| image.topics.get(id))
+        .ok_or_else(unknown)?;
+    let p = t.partitions.get(&partition).ok_or_else(unknown)?;
+    Ok((t, p))
 }

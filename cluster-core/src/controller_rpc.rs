@@ -1,6 +1,6 @@
 //! Requests from brokers to the active controller, and its answers (KRaft's
 //! BrokerRegistration, BrokerHeartbeat, CreateTopics, DeleteTopics, CreatePartitions, topic
-//! config changes, AllocateProducerIds and AlterPartition, in our own FlatBuffers encoding: `wire/schema/cluster.fbs`, namespace `strand.controller`).
+//! config changes, AllocateProducerIds, AlterPartition and ElectLeaders, in our own FlatBuffers encoding: `wire/schema/cluster.fbs`, namespace `strand.controller`).
 //!
 //! A request names a `request_id` chosen by the asker; the answer repeats it. Every node
 //! also answers its own broker's requests in process, with the same types.
@@ -11,7 +11,7 @@ use flatbuffers::FlatBufferBuilder;
 use strand_wire::cluster::controller as fb;
 use strand_wire::ErrorCode;
 
-use crate::controller::{AlterPartition, Heartbeat, NewTopic};
+use crate::controller::{AlterPartition, Election, Heartbeat, NewTopic};
 use crate::records::{BrokerRegistration, NodeId, TopicId, NO_LEADER};
 use crate::records_codec::{
     config_entries, configs_from, id_from, id_of, registration, registration_from, string,
@@ -44,6 +44,13 @@ pub enum Request {
     /// asks for the in-sync replica set `isr` (the answer comes once the change is applied,
     /// so the leader then sees it in its view).
     AlterPartition(AlterPartition),
+    /// KIP-460: elect a leader for `topic`-`partition` (one request per partition; Kafka
+    /// answers ElectLeaders per partition).
+    ElectLeader {
+        topic: String,
+        partition: i32,
+        election: Election,
+    },
 }
 
 impl Request {
@@ -57,6 +64,7 @@ impl Request {
             Request::CreatePartitions { .. } => "create-partitions",
             Request::AlterTopicConfigs { .. } => "alter-topic-configs",
             Request::AlterPartition { .. } => "alter-partition",
+            Request::ElectLeader { .. } => "elect-leader",
         }
     }
 
@@ -67,14 +75,17 @@ impl Request {
     /// asked again at a new controller. Creating and deleting topics and partitions may not:
     /// a repeat of a committed CreateTopic answers TOPIC_ALREADY_EXISTS, so the asker waits
     /// for the first ask's own answer (the proposer answers from the committed entry even
-    /// after it lost the leadership) or its deadline.
+    /// after it lost the leadership) or its deadline. An election asked again after it
+    /// committed answers ELECTION_NOT_NEEDED: the partition is led as asked, which is what
+    /// the asker wanted to know (Kafka's tool prints "Valid replica already elected").
     pub fn repeatable(&self) -> bool {
         match self {
             Request::Register(_)
             | Request::Heartbeat(_)
             | Request::AllocateProducerIds { .. }
             | Request::AlterTopicConfigs { .. }
-            | Request::AlterPartition(_) => true,
+            | Request::AlterPartition(_)
+            | Request::ElectLeader { .. } => true,
             Request::CreateTopic(_)
             | Request::DeleteTopic { .. }
             | Request::CreatePartitions { .. } => false,
@@ -240,6 +251,25 @@ pub fn encode_request(request_id: u64, req: &Request) -> Vec<u8> {
                 .as_union_value(),
             )
         }
+        Request::ElectLeader {
+            topic,
+            partition,
+            election,
+        } => {
+            let topic = b.create_string(topic);
+            (
+                fb::Body::ElectLeader,
+                fb::ElectLeader::create(
+                    &mut b,
+                    &fb::ElectLeaderArgs {
+                        topic: Some(topic),
+                        partition: *partition,
+                        election: election.code(),
+                    },
+                )
+                .as_union_value(),
+            )
+        }
     };
     let root = fb::Request::create(
         &mut b,
@@ -326,6 +356,16 @@ pub fn decode_request(bytes: &[u8]) -> Result<(u64, Request), String> {
                 partition_epoch: a.partition_epoch(),
                 isr: a.isr().map(|v| v.iter().collect()).unwrap_or_default(),
             })
+        }
+        fb::Body::ElectLeader => {
+            let e = r.body_as_elect_leader().ok_or_else(unknown)?;
+            Request::ElectLeader {
+                topic: string(e.topic(), "elect leader: topic")?,
+                partition: e.partition(),
+                election: Election::from_code(e.election()).ok_or_else(|| {
+                    format!("elect leader: unknown election type {}", e.election())
+                })?,
+            }
         }
         _ => return Err(unknown()),
     };
@@ -442,6 +482,16 @@ mod tests {
                 partition_epoch: 9,
                 isr: vec![2, 1],
             }),
+            Request::ElectLeader {
+                topic: "x".into(),
+                partition: 5,
+                election: Election::Preferred,
+            },
+            Request::ElectLeader {
+                topic: "y".into(),
+                partition: 0,
+                election: Election::Unclean,
+            },
         ]
     }
 
@@ -466,6 +516,10 @@ mod tests {
                 ..Answer::refused(2, ErrorCode::NotController, "ask node 2")
             },
             Answer::refused(3, ErrorCode::TopicAlreadyExists, ""),
+            Answer::refused(4, ErrorCode::ElectionNotNeeded, "led"),
+            Answer::refused(5, ErrorCode::PreferredLeaderNotAvailable, "out"),
+            Answer::refused(6, ErrorCode::EligibleLeadersNotAvailable, "none"),
+            Answer::refused(7, ErrorCode::NoReassignmentInProgress, "none"),
         ];
         for a in answers {
             assert_eq!(decode_answer(&encode_answer(&a)).unwrap(), a);

@@ -213,7 +213,8 @@ impl MetadataNode {
                 Request::CreateTopic(_)
                 | Request::DeleteTopic { .. }
                 | Request::CreatePartitions { .. }
-                | Request::AlterTopicConfigs { .. } => None,
+                | Request::AlterTopicConfigs { .. }
+                | Request::ElectLeader { .. } => None,
             };
             if let Some(named) = named.filter(|n| *n != from) {
                 // The transport authenticated `from`: a node may speak only for itself.
@@ -266,6 +267,13 @@ impl MetadataNode {
                 .map(|recs| (recs, Expect::Nothing)),
             Request::AlterPartition(a) => controller
                 .alter_partition(image, a)
+                .map(|recs| (recs, Expect::Nothing)),
+            Request::ElectLeader {
+                topic,
+                partition,
+                election,
+            } => controller
+                .elect_leader(image, topic, *partition, *election)
                 .map(|recs| (recs, Expect::Nothing)),
             Request::AllocateProducerIds { node_id } => {
                 let start = self.producer_ids_proposed_until.max(image.next_producer_id);

@@ -668,3 +668,5 @@ fn alter_partition_is_checked_as_kafkas_controller_checks_it() {
     assert_eq!(s.commit(records), vec![Applied::Done]);
     assert_eq!(s.image().partition("a", 0).unwrap().isr, grown);
 }
+
+mod elections;

@@ -72,6 +72,11 @@ pub enum ErrorCode {
     BrokerIdNotRegistered = 102,
     InconsistentClusterId = 104,
     IneligibleReplica = 107,
+    // Leader elections and reassignments (KIP-460, KIP-455).
+    PreferredLeaderNotAvailable = 80,
+    EligibleLeadersNotAvailable = 83,
+    ElectionNotNeeded = 84,
+    NoReassignmentInProgress = 85,
 }
 
 impl ErrorCode {
@@ -148,6 +153,10 @@ impl ErrorCode {
             102 => ErrorCode::BrokerIdNotRegistered,
             104 => ErrorCode::InconsistentClusterId,
             107 => ErrorCode::IneligibleReplica,
+            80 => ErrorCode::PreferredLeaderNotAvailable,
+            83 => ErrorCode::EligibleLeadersNotAvailable,
+            84 => ErrorCode::ElectionNotNeeded,
+            85 => ErrorCode::NoReassignmentInProgress,
             _ => return None,
         })
     }
@@ -175,6 +184,26 @@ impl ErrorCode {
                 | ErrorCode::NotController
                 | ErrorCode::FencedLeaderEpoch
                 | ErrorCode::UnknownLeaderEpoch
+                | ErrorCode::PreferredLeaderNotAvailable
+                | ErrorCode::EligibleLeadersNotAvailable
+                | ErrorCode::ElectionNotNeeded
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorCode;
+
+    #[test]
+    fn every_known_code_decodes_to_itself() {
+        let mut known = 0;
+        for code in -1..=200 {
+            if let Some(e) = ErrorCode::from_code(code) {
+                assert_eq!(e.code(), code);
+                known += 1;
+            }
+        }
+        assert!(known > 60, "{known}");
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use strand_cluster_core::controller::NewTopic as ControllerNewTopic;
+use strand_cluster_core::controller::{Election, NewTopic as ControllerNewTopic};
 use strand_cluster_core::controller_rpc::Request;
 use strand_wire::ErrorCode;
 
@@ -318,11 +318,9 @@ impl Node {
         };
         // Up to CONTROLLER_CALLS_IN_FLIGHT topics asked at once: the quorum commits them
         // together instead of one round (and one fdatasync) per topic.
-        let mut out = Vec::with_capacity(requests.len());
-        let mut in_flight: Vec<glommio::Task<OpResult>> = Vec::new();
-        for (req, check) in requests.into_iter().zip(checks) {
+        let calls = requests.into_iter().zip(checks).map(|(req, check)| {
             let handle = handle.clone();
-            in_flight.push(glommio::spawn_local(async move {
+            async move {
                 match (check, req) {
                     (Err(refused), _) => Err(refused),
                     (Ok(()), None) => Err((ErrorCode::InvalidRequest, NOT_TOPIC.to_string())),
@@ -333,18 +331,82 @@ impl Node {
                     }
                     (Ok(()), Some(req)) => answered(handle.call(req).await.error),
                 }
-            }));
-            if in_flight.len() == crate::limits::CONTROLLER_CALLS_IN_FLIGHT {
-                for t in in_flight.drain(..) {
-                    out.push(t.await);
+            }
+        });
+        bounded_in_flight(calls).await
+    }
+}
+
+impl Node {
+    /// ElectLeaders (KIP-460) for each `(topic, partition)`, in order. In a cluster each is
+    /// asked of the controller (up to CONTROLLER_CALLS_IN_FLIGHT at once; a change that lost
+    /// a race with another one of the partition, INVALID_UPDATE_VERSION, is asked again
+    /// from the new state); each answer arrives once this node applied it. On a single node
+    /// every partition is led by its only (preferred) replica: ELECTION_NOT_NEEDED.
+    pub async fn elect_leaders(
+        &self,
+        partitions: Vec<(String, i32)>,
+        election: Election,
+    ) -> Vec<OpResult> {
+        const ASKS_MAX: usize = 3;
+        let Some(handle) = self.shared.cluster.clone() else {
+            let catalog = self.catalog();
+            return partitions
+                .into_iter()
+                .map(|(topic, partition)| match catalog.topics.get(&topic) {
+                    Some(t) if (0..t.partitions).contains(&partition) => Err((
+                        ErrorCode::ElectionNotNeeded,
+                        "a single node leads every partition".to_string(),
+                    )),
+                    _ => Err((
+                        ErrorCode::UnknownTopicOrPartition,
+                        "This server does not host this topic-partition.".to_string(),
+                    )),
+                })
+                .collect();
+        };
+        let calls = partitions.into_iter().map(|(topic, partition)| {
+            let handle = handle.clone();
+            async move {
+                let mut asks = 0;
+                loop {
+                    asks += 1;
+                    let req = Request::ElectLeader {
+                        topic: topic.clone(),
+                        partition,
+                        election,
+                    };
+                    match handle.call(req).await.error {
+                        Some((ErrorCode::InvalidUpdateVersion, _)) if asks < ASKS_MAX => {}
+                        other => return answered(other),
+                    }
                 }
             }
-        }
-        for t in in_flight {
-            out.push(t.await);
-        }
-        out
+        });
+        bounded_in_flight(calls).await
     }
+}
+
+/// Runs `calls` (controller asks) with up to CONTROLLER_CALLS_IN_FLIGHT at once, so the quorum
+/// commits them together; their outcomes in order.
+async fn bounded_in_flight<F>(calls: impl IntoIterator<Item = F>) -> Vec<OpResult>
+where
+    F: std::future::Future<Output = OpResult> + 'static,
+{
+    let mut out = Vec::new();
+    let mut in_flight: Vec<glommio::Task<OpResult>> = Vec::new();
+    for call in calls {
+        in_flight.push(glommio::spawn_local(call));
+        if in_flight.len() == crate::limits::CONTROLLER_CALLS_IN_FLIGHT {
+            for t in in_flight.drain(..) {
+                out.push(t.await);
+            }
+        }
+    }
+    for t in in_flight {
+        out.push(t.await);
+    }
+    out
 }
 
 fn topic_of(resource: &Resource) -> Option<&str> {

@@ -159,13 +159,20 @@ impl Node {
             return log.log_end().0;
         }
         let now_ms = crate::runtime::clock::now_ms().max(0) as u64;
+        // KIP-841: a fenced (stopped, or shutting down) broker does not join the ISR.
+        let eligible = self
+            .catalog()
+            .cluster
+            .as_ref()
+            .and_then(|v| v.brokers.get(&replica).map(|b| !b.fenced))
+            .unwrap_or(false);
         let (effects, hw) = {
             let mut leaders = self.leaders.borrow_mut();
             let Some(led) = leaders.get_mut(tp) else {
                 return log.log_end().0;
             };
             let mut effects = led.core.appended(log.log_end().0, None);
-            effects.extend(led.core.fetched(replica, offset, now_ms));
+            effects.extend(led.core.fetched(replica, offset, now_ms, eligible));
             (effects, led.core.high_watermark())
         };
         self.carry_out(tp, effects);
@@ -338,14 +345,16 @@ impl Node {
                 .as_ref()
                 .and_then(|v| v.partition(&tp.0, tp.1))
                 .map(|p| p.partition_epoch);
-            if let Some(led) = me.leaders.borrow_mut().get_mut(&tp) {
+            let effects = me.leaders.borrow_mut().get_mut(&tp).and_then(|led| {
                 // Only for the state that asked and while the view is still the one it asked
                 // from: an answer arriving after a newer proposal must not clear that one.
                 let same = led.leader_epoch == asked_leader_epoch
                     && led.partition_epoch == asked_partition_epoch;
-                if same && (answer.error.is_some() || epoch_now == Some(asked_partition_epoch)) {
-                    led.core.isr_proposal_failed();
-                }
+                (same && (answer.error.is_some() || epoch_now == Some(asked_partition_epoch)))
+                    .then(|| led.core.isr_proposal_failed())
+            });
+            if let Some(effects) = effects {
+                me.carry_out(&tp, effects);
             }
         })
         .detach();

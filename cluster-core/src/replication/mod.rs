@@ -159,8 +159,17 @@ impl PartitionLeader {
         self.advance()
     }
 
-    /// A follower fetched from `offset`: it holds everything before it.
-    pub fn fetched(&mut self, node: NodeId, offset: i64, now_ms: u64) -> Vec<Effect> {
+    /// A follower fetched from `offset`: it holds everything before it. `isr_eligible`:
+    /// whether its broker may join the ISR now (KIP-841: not while it is fenced or shutting
+    /// down; a fetch it sent just before it stopped must not propose it back, or the
+    /// maximal ISR would hold acks=all waiting on a node that is gone).
+    pub fn fetched(
+        &mut self,
+        node: NodeId,
+        offset: i64,
+        now_ms: u64,
+        isr_eligible: bool,
+    ) -> Vec<Effect> {
         let (log_end, epoch_start, hw) = (self.log_end, self.epoch_start, self.high_watermark);
         let Some(f) = self.followers.get_mut(&node) else {
             return Vec::new(); // not a replica (the driver refuses it)
@@ -174,7 +183,8 @@ impl PartitionLeader {
         }
         f.previous_fetch = (log_end, now_ms);
         let mut effects = Vec::new();
-        let joins = !self.isr.contains(&node) && offset >= hw && offset >= epoch_start;
+        let joins =
+            isr_eligible && !self.isr.contains(&node) && offset >= hw && offset >= epoch_start;
         if joins && self.pending_isr.is_none() {
             let mut isr = self.isr.clone();
             isr.push(node);
@@ -231,9 +241,11 @@ impl PartitionLeader {
     }
 
     /// The proposal failed (the controller refused it or the quorum lost it): the next input
-    /// may propose again.
-    pub fn isr_proposal_failed(&mut self) {
+    /// may propose again, and the high watermark is judged over the committed ISR again (a
+    /// refused expansion no longer holds back requests waiting on the member it added).
+    pub fn isr_proposal_failed(&mut self) -> Vec<Effect> {
         self.pending_isr = None;
+        self.advance()
     }
 
     fn propose(&mut self, isr: Vec<NodeId>) -> Effect {

@@ -29,11 +29,11 @@ fn acks_all_waits_for_every_isr_member_and_the_watermark_follows_the_slowest() {
     assert!(acked(&l.appended(10, Some(7))).is_empty());
     assert_eq!(l.high_watermark(), 0);
     // One follower has it: not yet (acks=all means every ISR member).
-    assert!(acked(&l.fetched(2, 10, 5)).is_empty());
+    assert!(acked(&l.fetched(2, 10, 5, true)).is_empty());
     assert_eq!(l.high_watermark(), 0);
-    let e = l.fetched(3, 4, 5);
+    let e = l.fetched(3, 4, 5, true);
     assert_eq!(e, vec![Effect::HighWatermark(4)]);
-    let e = l.fetched(3, 10, 6);
+    let e = l.fetched(3, 10, 6, true);
     assert_eq!(
         e,
         vec![
@@ -47,16 +47,16 @@ fn acks_all_waits_for_every_isr_member_and_the_watermark_follows_the_slowest() {
     // Requests complete in offset order, each when its own end is covered.
     l.appended(15, Some(8));
     l.appended(20, Some(9));
-    l.fetched(2, 20, 7);
-    assert_eq!(acked(&l.fetched(3, 15, 7)), vec![(8, Ok(()))]);
-    assert_eq!(acked(&l.fetched(3, 20, 8)), vec![(9, Ok(()))]);
+    l.fetched(2, 20, 7, true);
+    assert_eq!(acked(&l.fetched(3, 15, 7, true)), vec![(8, Ok(()))]);
+    assert_eq!(acked(&l.fetched(3, 20, 8, true)), vec![(9, Ok(()))]);
 }
 
 #[test]
 fn a_lagging_follower_leaves_the_isr_only_once_the_quorum_commits_it() {
     let mut l = leader(2);
     l.appended(10, Some(1));
-    l.fetched(2, 10, 1_000);
+    l.fetched(2, 10, 1_000, true);
     // Node 3 never fetches. Within the lag time nothing happens.
     assert!(l.tick(LAG_MS).is_empty());
     let e = l.tick(LAG_MS + 1_001);
@@ -111,17 +111,44 @@ fn a_follower_rejoins_when_it_reaches_the_watermark_and_counts_once_proposed() {
     let mut l = leader(1);
     l.isr_committed(vec![1, 2]);
     l.appended(10, None);
-    l.fetched(2, 10, 1);
+    l.fetched(2, 10, 1, true);
     assert_eq!(l.high_watermark(), 10);
     // Node 3 catches up from behind: no proposal until it reaches the watermark.
-    assert!(l.fetched(3, 5, 2).is_empty());
-    assert_eq!(l.fetched(3, 10, 3), vec![Effect::ProposeIsr(vec![1, 2, 3])]);
+    assert!(l.fetched(3, 5, 2, true).is_empty());
+    assert_eq!(
+        l.fetched(3, 10, 3, true),
+        vec![Effect::ProposeIsr(vec![1, 2, 3])]
+    );
     // Pending, it already holds the watermark back (it must have what is acknowledged).
     l.appended(12, Some(4));
-    l.fetched(2, 12, 4);
+    l.fetched(2, 12, 4, true);
     assert_eq!(l.high_watermark(), 10);
     l.isr_committed(vec![1, 2, 3]);
-    assert_eq!(acked(&l.fetched(3, 12, 5)), vec![(4, Ok(()))]);
+    assert_eq!(acked(&l.fetched(3, 12, 5, true)), vec![(4, Ok(()))]);
+}
+
+#[test]
+fn a_fenced_follower_is_not_proposed_back_and_a_refused_expansion_releases_waiting_acks() {
+    let mut l = leader(1);
+    l.appended(10, None);
+    l.fetched(2, 10, 1, true);
+    // Node 3 stopped (controlled shutdown): the controller took it out of the ISR. A fetch
+    // it sent before it stopped arrives now: it is fenced, so it does not join.
+    l.isr_committed(vec![1, 2]);
+    assert!(l.fetched(3, 10, 2, false).is_empty());
+    l.appended(12, Some(5));
+    assert_eq!(acked(&l.fetched(2, 12, 3, true)), vec![(5, Ok(()))]);
+    // Proposed while still eligible, then refused: requests wait on node 3 only until then.
+    assert_eq!(
+        l.fetched(3, 12, 4, true),
+        vec![Effect::ProposeIsr(vec![1, 2, 3])]
+    );
+    l.appended(14, Some(6));
+    assert!(
+        acked(&l.fetched(2, 14, 5, true)).is_empty(),
+        "the maximal ISR holds 3"
+    );
+    assert_eq!(acked(&l.isr_proposal_failed()), vec![(6, Ok(()))]);
 }
 
 #[test]
@@ -129,13 +156,13 @@ fn the_watermark_never_moves_back_and_fetches_past_the_end_count_as_the_end() {
     let mut l = PartitionLeader::new(1, &[1, 2], vec![1, 2], 10, 8, 1, LAG_MS, 0);
     assert_eq!(l.high_watermark(), 8);
     assert!(
-        l.fetched(2, 5, 1).is_empty(),
+        l.fetched(2, 5, 1, true).is_empty(),
         "a stale follower does not lower it"
     );
     assert_eq!(l.high_watermark(), 8);
-    assert_eq!(l.fetched(2, 99, 2), vec![Effect::HighWatermark(10)]);
+    assert_eq!(l.fetched(2, 99, 2, true), vec![Effect::HighWatermark(10)]);
     assert_eq!(l.follower(2).unwrap().log_end, 10);
-    assert!(l.fetched(9, 10, 3).is_empty(), "not a replica");
+    assert!(l.fetched(9, 10, 3, true).is_empty(), "not a replica");
 }
 
 #[test]
@@ -146,8 +173,8 @@ fn a_follower_behind_but_keeping_up_with_each_fetch_stays_in_sync() {
     for end in 1..=50 {
         t += 1_000;
         l.appended(end * 10, None);
-        l.fetched(2, end * 10, t);
-        l.fetched(3, (end - 1) * 10, t);
+        l.fetched(2, end * 10, t, true);
+        l.fetched(3, (end - 1) * 10, t, true);
         assert!(l.tick(t).is_empty(), "at {t} ms");
     }
 }

@@ -2524,10 +2524,10 @@ pub mod controller {
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_BODY: u8 = 8;
+pub const ENUM_MAX_BODY: u8 = 9;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_BODY: [Body; 9] = [
+pub const ENUM_VALUES_BODY: [Body; 10] = [
   Body::NONE,
   Body::Register,
   Body::Heartbeat,
@@ -2537,6 +2537,7 @@ pub const ENUM_VALUES_BODY: [Body; 9] = [
   Body::CreatePartitions,
   Body::AlterTopicConfigs,
   Body::AlterPartition,
+  Body::ElectLeader,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -2553,9 +2554,10 @@ impl Body {
   pub const CreatePartitions: Self = Self(6);
   pub const AlterTopicConfigs: Self = Self(7);
   pub const AlterPartition: Self = Self(8);
+  pub const ElectLeader: Self = Self(9);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 8;
+  pub const ENUM_MAX: u8 = 9;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::Register,
@@ -2566,6 +2568,7 @@ impl Body {
     Self::CreatePartitions,
     Self::AlterTopicConfigs,
     Self::AlterPartition,
+    Self::ElectLeader,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -2579,6 +2582,7 @@ impl Body {
       Self::CreatePartitions => Some("CreatePartitions"),
       Self::AlterTopicConfigs => Some("AlterTopicConfigs"),
       Self::AlterPartition => Some("AlterPartition"),
+      Self::ElectLeader => Some("ElectLeader"),
       _ => None,
     }
   }
@@ -3654,6 +3658,139 @@ impl core::fmt::Debug for AlterPartition<'_> {
       ds.finish()
   }
 }
+pub enum ElectLeaderOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// KIP-460's ElectLeaders for one partition: `election` 0 = preferred (the first replica
+/// leads, if it is in sync and unfenced), 1 = unclean (any usable replica, in sync first).
+pub struct ElectLeader<'a> {
+  pub _tab: flatbuffers::Table<'a>,
+}
+
+impl<'a> flatbuffers::Follow<'a> for ElectLeader<'a> {
+  type Inner = ElectLeader<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: flatbuffers::Table::new(buf, loc) }
+  }
+}
+
+impl<'a> ElectLeader<'a> {
+  pub const VT_TOPIC: flatbuffers::VOffsetT = 4;
+  pub const VT_PARTITION: flatbuffers::VOffsetT = 6;
+  pub const VT_ELECTION: flatbuffers::VOffsetT = 8;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
+    ElectLeader { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
+    _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
+    args: &'args ElectLeaderArgs<'args>
+  ) -> flatbuffers::WIPOffset<ElectLeader<'bldr>> {
+    let mut builder = ElectLeaderBuilder::new(_fbb);
+    builder.add_partition(args.partition);
+    if let Some(x) = args.topic { builder.add_topic(x); }
+    builder.add_election(args.election);
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn topic(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<&str>>(ElectLeader::VT_TOPIC, None)}
+  }
+  #[inline]
+  pub fn partition(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(ElectLeader::VT_PARTITION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn election(&self) -> i8 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i8>(ElectLeader::VT_ELECTION, Some(0)).unwrap()}
+  }
+}
+
+impl flatbuffers::Verifiable for ElectLeader<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    v.visit_table(pos)?
+     .visit_field::<flatbuffers::ForwardsUOffset<&str>>("topic", Self::VT_TOPIC, false)?
+     .visit_field::<i32>("partition", Self::VT_PARTITION, false)?
+     .visit_field::<i8>("election", Self::VT_ELECTION, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct ElectLeaderArgs<'a> {
+    pub topic: Option<flatbuffers::WIPOffset<&'a str>>,
+    pub partition: i32,
+    pub election: i8,
+}
+impl<'a> Default for ElectLeaderArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    ElectLeaderArgs {
+      topic: None,
+      partition: 0,
+      election: 0,
+    }
+  }
+}
+
+pub struct ElectLeaderBuilder<'a: 'b, 'b> {
+  fbb_: &'b mut flatbuffers::FlatBufferBuilder<'a>,
+  start_: flatbuffers::WIPOffset<flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b> ElectLeaderBuilder<'a, 'b> {
+  #[inline]
+  pub fn add_topic(&mut self, topic: flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(ElectLeader::VT_TOPIC, topic);
+  }
+  #[inline]
+  pub fn add_partition(&mut self, partition: i32) {
+    self.fbb_.push_slot::<i32>(ElectLeader::VT_PARTITION, partition, 0);
+  }
+  #[inline]
+  pub fn add_election(&mut self, election: i8) {
+    self.fbb_.push_slot::<i8>(ElectLeader::VT_ELECTION, election, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> ElectLeaderBuilder<'a, 'b> {
+    let start = _fbb.start_table();
+    ElectLeaderBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> flatbuffers::WIPOffset<ElectLeader<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl core::fmt::Debug for ElectLeader<'_> {
+  fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut ds = f.debug_struct("ElectLeader");
+      ds.field("topic", &self.topic());
+      ds.field("partition", &self.partition());
+      ds.field("election", &self.election());
+      ds.finish()
+  }
+}
 pub enum RequestOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
@@ -3833,6 +3970,21 @@ impl<'a> Request<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_elect_leader(&self) -> Option<ElectLeader<'a>> {
+    if self.body_type() == Body::ElectLeader {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { ElectLeader::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl flatbuffers::Verifiable for Request<'_> {
@@ -3853,6 +4005,7 @@ impl flatbuffers::Verifiable for Request<'_> {
           Body::CreatePartitions => v.verify_union_variant::<flatbuffers::ForwardsUOffset<CreatePartitions>>("Body::CreatePartitions", pos),
           Body::AlterTopicConfigs => v.verify_union_variant::<flatbuffers::ForwardsUOffset<AlterTopicConfigs>>("Body::AlterTopicConfigs", pos),
           Body::AlterPartition => v.verify_union_variant::<flatbuffers::ForwardsUOffset<AlterPartition>>("Body::AlterPartition", pos),
+          Body::ElectLeader => v.verify_union_variant::<flatbuffers::ForwardsUOffset<ElectLeader>>("Body::ElectLeader", pos),
           _ => Ok(()),
         }
      })?
@@ -3965,6 +4118,13 @@ impl core::fmt::Debug for Request<'_> {
         },
         Body::AlterPartition => {
           if let Some(x) = self.body_as_alter_partition() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        Body::ElectLeader => {
+          if let Some(x) = self.body_as_elect_leader() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
