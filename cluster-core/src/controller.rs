@@ -631,7 +631,11 @@ impl Controller {
                 ),
             ));
         }
-        let usable = |n: &NodeId| image.brokers.get(n).is_some_and(|b| !b.fenced);
+        // Not a broker being fenced either (its fence is proposed, not applied yet: a
+        // controlled shutdown), or the stopped node would hold acks=all until repaired.
+        let usable = |n: &NodeId| {
+            !self.fencing.contains(n) && image.brokers.get(n).is_some_and(|b| !b.fenced)
+        };
         if let Some(n) = req.isr.iter().find(|n| !p.isr.contains(n) && !usable(n)) {
             return Err(Refusal::new(
                 ErrorCode::IneligibleReplica,

@@ -75,17 +75,18 @@ impl Request {
     /// asked again at a new controller. Creating and deleting topics and partitions may not:
     /// a repeat of a committed CreateTopic answers TOPIC_ALREADY_EXISTS, so the asker waits
     /// for the first ask's own answer (the proposer answers from the committed entry even
-    /// after it lost the leadership) or its deadline. An election asked again after it
-    /// committed answers ELECTION_NOT_NEEDED: the partition is led as asked, which is what
-    /// the asker wanted to know (Kafka's tool prints "Valid replica already elected").
+    /// after it lost the leadership) or its deadline. A preferred election asked again after
+    /// it committed answers ELECTION_NOT_NEEDED: the partition is led as asked (Kafka's tool
+    /// prints "Valid replica already elected"). An unclean one may not be repeated: if its
+    /// leader was fenced meanwhile, a repeat would pick another out-of-sync replica.
     pub fn repeatable(&self) -> bool {
         match self {
             Request::Register(_)
             | Request::Heartbeat(_)
             | Request::AllocateProducerIds { .. }
             | Request::AlterTopicConfigs { .. }
-            | Request::AlterPartition(_)
-            | Request::ElectLeader { .. } => true,
+            | Request::AlterPartition(_) => true,
+            Request::ElectLeader { election, .. } => *election == Election::Preferred,
             Request::CreateTopic(_)
             | Request::DeleteTopic { .. }
             | Request::CreatePartitions { .. } => false,

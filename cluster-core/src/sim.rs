@@ -669,4 +669,48 @@ fn alter_partition_is_checked_as_kafkas_controller_checks_it() {
     assert_eq!(s.image().partition("a", 0).unwrap().isr, grown);
 }
 
+#[test]
+fn a_broker_being_fenced_is_not_added_back_to_an_isr() {
+    // KIP-841: its fence is proposed (a controlled shutdown) but not applied yet when its
+    // leader, from a stale view, asks to add it back.
+    let mut s = Sim::started(3);
+    s.create("k", 1, 3).unwrap();
+    let p = s.image().partition("k", 0).unwrap().clone();
+    let out = p
+        .replicas
+        .iter()
+        .map(|r| r.node)
+        .find(|n| *n != p.leader)
+        .unwrap();
+    let shrunk: Vec<NodeId> = p.isr.iter().copied().filter(|n| *n != out).collect();
+    let ask = |s: &Sim, isr: Vec<NodeId>| {
+        let now = s.image().partition("k", 0).unwrap().clone();
+        let req = AlterPartition {
+            node_id: now.leader,
+            topic: "k".into(),
+            partition: 0,
+            leader_epoch: now.leader_epoch,
+            partition_epoch: now.partition_epoch,
+            isr,
+        };
+        s.controller.alter_partition(s.image(), &req)
+    };
+    let records = ask(&s, shrunk).unwrap();
+    s.commit(records);
+    let hb = Heartbeat {
+        node_id: out,
+        broker_epoch: s.alive[&out],
+        metadata_offset: s.log.len() as u64,
+        shutting_down: true,
+    };
+    let image = s.image().clone();
+    let fence = s.controller.heartbeat(&image, &hb, s.now_ms).unwrap();
+    assert!(fence.fenced && !fence.records.is_empty());
+    let e = ask(&s, p.isr.clone()).unwrap_err();
+    assert_eq!(e.code, ErrorCode::IneligibleReplica);
+    s.commit(fence.records);
+    let e = ask(&s, p.isr.clone()).unwrap_err();
+    assert_eq!(e.code, ErrorCode::IneligibleReplica, "and once fenced");
+}
+
 mod elections;

@@ -24,6 +24,9 @@ the QUIC cluster link; on by default in a cluster since session 20).
   session expiry), acks=all goes on, and the node restarted at once registers again.
 - DeleteRecords moves the caught-up followers' log start too: after a failover the deleted
   records stay deleted.
+- a node that was down while a topic was deleted removes that topic's partition directories
+  when it comes back, and a partition directory of a topic no view names any more (Kafka's
+  stray log) is removed once the node has caught up; its other partitions stay.
 """
 import glob
 import json
@@ -618,3 +621,35 @@ def test_delete_records_moves_every_replicas_log_start(cluster):
     assert [v for _, v in got] == [b"old-4", b"old-5", b"after-delete"], got
     node.start()
     cluster.until("the stopped node back", cluster.formed, limit_s=60)
+
+
+def test_a_node_down_while_its_topic_was_deleted_removes_the_files_when_it_returns(cluster):
+    cluster.until("three brokers live", cluster.formed, limit_s=60)
+    gone, kept = "gone-" + uuid.uuid4().hex[:6], "kept-" + uuid.uuid4().hex[:6]
+    create_replicated(cluster, gone, partitions=2)
+    create_replicated(cluster, kept)
+    node = cluster.brokers[3]
+    dirs = lambda: sorted(d for d in os.listdir(node.data_dir) if d.startswith((gone, kept)))
+    cluster.until("node 3 holds both topics", lambda: dirs() == [f"{gone}-0", f"{gone}-1",
+                                                                  f"{kept}-0"], limit_s=30)
+    node.stop()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1, 2)})
+    admin.delete_topics([gone], operation_timeout=20)[gone].result(timeout=30)
+    assert dirs() == [f"{gone}-0", f"{gone}-1", f"{kept}-0"], "untouched while it is down"
+    # A directory of a topic this node never hears of again: its deletion came to it inside
+    # a metadata snapshot (its log was compacted past it while the node was down), so no
+    # view ever opens it (Kafka's stray log). Made here by hand, as the old process left it.
+    ghost = os.path.join(node.data_dir, "ghost-0")
+    os.makedirs(ghost)
+    with open(os.path.join(ghost, "partition.metadata"), "w") as f:
+        f.write(f"version: 0\ntopic_id: {uuid.uuid4()}\n")
+    time.sleep(0.05)  # older than the process that starts now
+    log_before = len(node.log())
+    node.start()
+    # The deleted topic's partitions are opened from the node's own metadata log, then
+    # removed when the deletion applies; the ghost by the sweep at the first caught-up view.
+    cluster.until("the stray directories removed", lambda: dirs() == [f"{kept}-0"]
+                  and not os.path.exists(ghost), limit_s=30)
+    assert "no longer hosts: removed" in node.log()[log_before:]
+    cluster.until("node 3 back in the ISR of the kept topic", lambda: sorted(
+        partition_md(cluster, 1, kept, 0).isrs) == list(NODES), limit_s=60)

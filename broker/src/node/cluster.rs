@@ -348,7 +348,7 @@ impl Node {
         partitions: Vec<(String, i32)>,
         election: Election,
     ) -> Vec<OpResult> {
-        const ASKS_MAX: usize = 3;
+        const ASKS_MAX: usize = 10;
         let Some(handle) = self.shared.cluster.clone() else {
             let catalog = self.catalog();
             return partitions
@@ -377,7 +377,16 @@ impl Node {
                         election,
                     };
                     match handle.call(req).await.error {
+                        // Each ask decides from a newer image; Kafka never answers this code.
                         Some((ErrorCode::InvalidUpdateVersion, _)) if asks < ASKS_MAX => {}
+                        Some((ErrorCode::InvalidUpdateVersion, _)) => {
+                            return Err((
+                                ErrorCode::RequestTimedOut,
+                                format!(
+                                "{topic}-{partition} kept changing during the election; ask again"
+                            ),
+                            ))
+                        }
                         other => return answered(other),
                     }
                 }
@@ -385,6 +394,72 @@ impl Node {
         });
         bounded_in_flight(calls).await
     }
+}
+
+impl Node {
+    /// Cluster mode, once per process, on shard 0, at the first view caught up with the
+    /// metadata log: deletes the partition directories this node no longer hosts — those of
+    /// topics deleted (or re-created under another id) while it was down, which no view ever
+    /// opens again (Kafka's stray logs). Only directories that were there before this process
+    /// started are candidates: one made since belongs to a view this shard may not have
+    /// applied yet. Never earlier than `caught_up`: an older view could miss a partition
+    /// placed here, and that copy may be the only one in sync.
+    pub(super) fn sweep_strays_once(&self, catalog: &Arc<Catalog>) {
+        if self.shard != 0 || self.strays_swept.get() {
+            return;
+        }
+        let Some(view) = catalog.cluster.clone().filter(|v| v.caught_up) else {
+            return;
+        };
+        self.strays_swept.set(true);
+        let hosted: std::collections::HashMap<String, String> = catalog
+            .topics
+            .iter()
+            .flat_map(|(name, t)| {
+                let view = &view;
+                (0..t.partitions)
+                    .filter(move |p| view.hosts(name, *p))
+                    .map(move |p| (format!("{name}-{p}"), t.id.clone()))
+            })
+            .collect();
+        let (data_dir, started) = (self.config().data_dir.clone(), self.started);
+        glommio::spawn_local(async move {
+            let swept = glommio::executor()
+                .spawn_blocking(move || remove_strays(&data_dir, started, &hosted))
+                .await;
+            if let Err(e) = swept {
+                tracing::warn!(error = %e, "could not sweep stray partition directories");
+            }
+        })
+        .detach();
+    }
+}
+
+/// Removes every partition directory of `data_dir` (one holding `partition.metadata`) older
+/// than `started` whose name and topic id are not in `hosted` (directory name -> topic id).
+fn remove_strays(
+    data_dir: &std::path::Path,
+    started: std::time::SystemTime,
+    hosted: &std::collections::HashMap<String, String>,
+) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(data_dir)? {
+        let dir = entry?.path();
+        let meta_file = dir.join(PARTITION_METADATA);
+        let Ok(meta) = std::fs::read_to_string(&meta_file) else {
+            continue; // not a cluster partition directory (or unreadable: left alone)
+        };
+        let made_before = std::fs::metadata(&meta_file)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t < started);
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        let id = meta.lines().find_map(|l| l.strip_prefix("topic_id: "));
+        let kept = name.is_some_and(|n| hosted.get(&n).map(String::as_str) == id);
+        if made_before && !kept {
+            tracing::warn!(dir = %dir.display(), "partition directory of a topic this node no longer hosts: removed");
+            std::fs::remove_dir_all(&dir)?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs `calls` (controller asks) with up to CONTROLLER_CALLS_IN_FLIGHT at once, so the quorum

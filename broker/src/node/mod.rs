@@ -227,6 +227,9 @@ pub struct Node {
     leaders: RefCell<HashMap<TopicPartition, replica_leader::Led>>,
     /// Whether the replication ticker runs (`replica_leader`).
     replication_ticking: std::cell::Cell<bool>,
+    /// When this shard started, and whether its stray-directory sweep ran (`cluster.rs`).
+    started: std::time::SystemTime,
+    strays_swept: Cell<bool>,
 }
 
 /// What a produce resolves to once the batch is as durable as asked.
@@ -271,6 +274,8 @@ impl Node {
             followers: RefCell::default(),
             leaders: RefCell::new(HashMap::new()),
             replication_ticking: std::cell::Cell::new(false),
+            started: std::time::SystemTime::now(),
+            strays_swept: Cell::new(false),
         })
     }
 
@@ -784,5 +789,6 @@ impl Node {
                 }
             }
         }
+        self.sweep_strays_once(&catalog);
     }
 }

@@ -350,8 +350,38 @@ impl Node {
                 // from: an answer arriving after a newer proposal must not clear that one.
                 let same = led.leader_epoch == asked_leader_epoch
                     && led.partition_epoch == asked_partition_epoch;
-                (same && (answer.error.is_some() || epoch_now == Some(asked_partition_epoch)))
-                    .then(|| led.core.isr_proposal_failed())
+                if !same {
+                    return None;
+                }
+                match &answer.error {
+                    // Nothing to change (the ISR asked is the committed one), or a definite
+                    // refusal (nothing was written): the maximal ISR is the committed one
+                    // again, and the next input may propose afresh.
+                    None if epoch_now == Some(asked_partition_epoch) => {
+                        Some(led.core.isr_proposal_failed())
+                    }
+                    Some((ErrorCode::IneligibleReplica | ErrorCode::InvalidRequest, _)) => {
+                        Some(led.core.isr_proposal_failed())
+                    }
+                    // Written, or superseded: the view that settles it is on its way
+                    // (`sync_leaders`); until then the pending member still counts (a
+                    // repeat of a change that did commit is refused with these too).
+                    None
+                    | Some((
+                        ErrorCode::InvalidUpdateVersion
+                        | ErrorCode::FencedLeaderEpoch
+                        | ErrorCode::UnknownLeaderEpoch
+                        | ErrorCode::UnknownTopicOrPartition,
+                        _,
+                    )) => None,
+                    // The outcome is unknown (timed out, no controller): asked again by the
+                    // ticker, the pending member still counting meanwhile (Kafka retries
+                    // AlterPartition the same way).
+                    Some(_) => {
+                        led.to_propose = led.core.pending_isr().map(<[i32]>::to_vec);
+                        None
+                    }
+                }
             });
             if let Some(effects) = effects {
                 me.carry_out(&tp, effects);

@@ -240,9 +240,12 @@ impl PartitionLeader {
         self.min_insync_replicas = min_insync_replicas.clamp(1, replicas);
     }
 
-    /// The proposal failed (the controller refused it or the quorum lost it): the next input
-    /// may propose again, and the high watermark is judged over the committed ISR again (a
-    /// refused expansion no longer holds back requests waiting on the member it added).
+    /// The proposal was refused (nothing was written): the next input may propose again, and
+    /// the high watermark is judged over the committed ISR again (a refused expansion no
+    /// longer holds back requests waiting on the member it added). Never for an answer that
+    /// leaves the outcome open (a timeout, a stale-epoch refusal of a repeat that may have
+    /// committed): releasing acks over the smaller ISR then could acknowledge records a
+    /// member the controller counts as in sync does not have.
     pub fn isr_proposal_failed(&mut self) -> Vec<Effect> {
         self.pending_isr = None;
         self.advance()
@@ -251,6 +254,11 @@ impl PartitionLeader {
     fn propose(&mut self, isr: Vec<NodeId>) -> Effect {
         self.pending_isr = Some(isr.clone());
         Effect::ProposeIsr(isr)
+    }
+
+    /// The ISR change proposed and not settled yet, if any.
+    pub fn pending_isr(&self) -> Option<&[NodeId]> {
+        self.pending_isr.as_deref()
     }
 
     /// The committed ISR plus any member a pending change adds.
