@@ -628,12 +628,16 @@ def test_a_node_down_while_its_topic_was_deleted_removes_the_files_when_it_retur
     gone, kept = "gone-" + uuid.uuid4().hex[:6], "kept-" + uuid.uuid4().hex[:6]
     create_replicated(cluster, gone, partitions=2)
     create_replicated(cluster, kept)
-    node = cluster.brokers[3]
+    # Not the active controller: a DeleteTopics asked just as the controller stops waits for
+    # its deadline (a known gap: topic changes are not re-asked at a new controller).
+    victim = next(n for n in (3, 2) if n != cluster.metadata(1).controller_id)
+    node = cluster.brokers[victim]
     dirs = lambda: sorted(d for d in os.listdir(node.data_dir) if d.startswith((gone, kept)))
-    cluster.until("node 3 holds both topics", lambda: dirs() == [f"{gone}-0", f"{gone}-1",
+    cluster.until(f"node {victim} holds both topics", lambda: dirs() == [f"{gone}-0", f"{gone}-1",
                                                                   f"{kept}-0"], limit_s=30)
     node.stop()
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1, 2)})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(
+        *[n for n in NODES if n != victim])})
     admin.delete_topics([gone], operation_timeout=20)[gone].result(timeout=30)
     assert dirs() == [f"{gone}-0", f"{gone}-1", f"{kept}-0"], "untouched while it is down"
     # A directory of a topic this node never hears of again: its deletion came to it inside
@@ -651,5 +655,5 @@ def test_a_node_down_while_its_topic_was_deleted_removes_the_files_when_it_retur
     cluster.until("the stray directories removed", lambda: dirs() == [f"{kept}-0"]
                   and not os.path.exists(ghost), limit_s=30)
     assert "no longer hosts: removed" in node.log()[log_before:]
-    cluster.until("node 3 back in the ISR of the kept topic", lambda: sorted(
+    cluster.until(f"node {victim} back in the ISR of the kept topic", lambda: sorted(
         partition_md(cluster, 1, kept, 0).isrs) == list(NODES), limit_s=60)

@@ -399,8 +399,8 @@ impl Node {
 impl Node {
     /// Cluster mode, once per process, on shard 0, at the first view caught up with the
     /// metadata log: deletes the partition directories this node no longer hosts — those of
-    /// topics deleted (or re-created under another id) while it was down, which no view ever
-    /// opens again (Kafka's stray logs). Only directories that were there before this process
+    /// topics deleted while it was down that no view ever opens again (Kafka's stray logs; a
+    /// topic re-created under the same name is `claim_dir`'s). Only directories that were there before this process
     /// started are candidates: one made since belongs to a view this shard may not have
     /// applied yet. Never earlier than `caught_up`: an older view could miss a partition
     /// placed here, and that copy may be the only one in sync.
@@ -412,14 +412,14 @@ impl Node {
             return;
         };
         self.strays_swept.set(true);
-        let hosted: std::collections::HashMap<String, String> = catalog
+        let hosted: std::collections::HashSet<String> = catalog
             .topics
             .iter()
             .flat_map(|(name, t)| {
                 let view = &view;
                 (0..t.partitions)
                     .filter(move |p| view.hosts(name, *p))
-                    .map(move |p| (format!("{name}-{p}"), t.id.clone()))
+                    .map(move |p| format!("{name}-{p}"))
             })
             .collect();
         let (data_dir, started) = (self.config().data_dir.clone(), self.started);
@@ -436,27 +436,32 @@ impl Node {
 }
 
 /// Removes every partition directory of `data_dir` (one holding `partition.metadata`) older
-/// than `started` whose name and topic id are not in `hosted` (directory name -> topic id).
+/// than `started` whose name is not in `hosted` (`{topic}-{partition}`). (A clock
+/// stepped back after the start could make a new directory look older: the sweep runs once,
+/// right after the first caught-up view, which keeps that window short.)
 fn remove_strays(
     data_dir: &std::path::Path,
     started: std::time::SystemTime,
-    hosted: &std::collections::HashMap<String, String>,
+    hosted: &std::collections::HashSet<String>,
 ) -> std::io::Result<()> {
     for entry in std::fs::read_dir(data_dir)? {
-        let dir = entry?.path();
+        let Ok(entry) = entry else { continue };
+        let dir = entry.path();
         let meta_file = dir.join(PARTITION_METADATA);
-        let Ok(meta) = std::fs::read_to_string(&meta_file) else {
-            continue; // not a cluster partition directory (or unreadable: left alone)
-        };
+        // Only cluster partition directories (a single node's have no partition.metadata).
         let made_before = std::fs::metadata(&meta_file)
             .and_then(|m| m.modified())
             .is_ok_and(|t| t < started);
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
-        let id = meta.lines().find_map(|l| l.strip_prefix("topic_id: "));
-        let kept = name.is_some_and(|n| hosted.get(&n).map(String::as_str) == id);
+        // A hosted name is never swept, even with another topic id: that is a topic re-created
+        // under the same name, and `claim_dir` (on the owning shard, maybe right now) replaces
+        // its directory.
+        let kept = name.is_none_or(|n| hosted.contains(&n));
         if made_before && !kept {
             tracing::warn!(dir = %dir.display(), "partition directory of a topic this node no longer hosts: removed");
-            std::fs::remove_dir_all(&dir)?;
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "could not remove it");
+            }
         }
     }
     Ok(())

@@ -354,30 +354,21 @@ impl Node {
                     return None;
                 }
                 match &answer.error {
-                    // Nothing to change (the ISR asked is the committed one), or a definite
-                    // refusal (nothing was written): the maximal ISR is the committed one
-                    // again, and the next input may propose afresh.
-                    None if epoch_now == Some(asked_partition_epoch) => {
-                        Some(led.core.isr_proposal_failed())
-                    }
+                    // A definite refusal (nothing was written): the maximal ISR is the
+                    // committed one again, and the next input may propose afresh.
                     Some((ErrorCode::IneligibleReplica | ErrorCode::InvalidRequest, _)) => {
                         Some(led.core.isr_proposal_failed())
                     }
-                    // Written, or superseded: the view that settles it is on its way
-                    // (`sync_leaders`); until then the pending member still counts (a
-                    // repeat of a change that did commit is refused with these too).
-                    None
-                    | Some((
-                        ErrorCode::InvalidUpdateVersion
-                        | ErrorCode::FencedLeaderEpoch
-                        | ErrorCode::UnknownLeaderEpoch
-                        | ErrorCode::UnknownTopicOrPartition,
-                        _,
-                    )) => None,
-                    // The outcome is unknown (timed out, no controller): asked again by the
-                    // ticker, the pending member still counting meanwhile (Kafka retries
-                    // AlterPartition the same way).
-                    Some(_) => {
+                    // Committed: the view holding it reached this shard first (`sync_leaders`
+                    // settled it, and `same` is false by now).
+                    None if epoch_now != Some(asked_partition_epoch) => None,
+                    // Anything else leaves the outcome open: a success answered before this
+                    // node applied it (`serve_call` gave up waiting), a timeout, a stale-epoch
+                    // refusal of a repeat that may have committed, a new controller whose
+                    // image is behind. The same change is asked again by the ticker, the
+                    // pending member still counting meanwhile (Kafka retries AlterPartition
+                    // the same way), until a view with a new partition epoch settles it.
+                    _ => {
                         led.to_propose = led.core.pending_isr().map(<[i32]>::to_vec);
                         None
                     }
