@@ -54,9 +54,26 @@ def create(cluster, topic, rf, partitions=1, config=None):
     admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=rf,
                                   config=config or {})],
                         operation_timeout=20)[topic].result(timeout=30)
-    return cluster.until("leaders and full ISRs", lambda: (lambda m: m if all(
+    md = cluster.until("leaders and full ISRs", lambda: (lambda m: m if all(
         p.leader in cluster.nodes and len(p.isrs) == rf for p in m.topics[topic].partitions.values())
         else None)(cluster.metadata(1, topic)), limit_s=60)
+    # Node 1's view can be ahead of a leader's own: wait until each leader serves its partitions
+    # as their leader (until then it answers NOT_LEADER_OR_FOLLOWER, as Kafka's brokers do).
+    for p in md.topics[topic].partitions.values():
+        cluster.until(f"node {p.leader} leads {topic}-{p.id}", lambda p=p: (
+            served(cluster, p.leader, topic, p.id) or (None,))[0] == p.leader, limit_s=30)
+    return md
+
+
+def produce_once_led(cluster, node, topic, record, limit_s=10):
+    """Produce (acks=all) to `node`, asked again while it answers NOT_LEADER_OR_FOLLOWER (6),
+    as clients do while the leader's shard opens its log: the last error code."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        error = kafka_raw.produce(cluster.brokers[node].port, topic, record)
+        if error != 6 or time.monotonic() > deadline:
+            return error
+        time.sleep(0.1)
 
 
 def served(cluster, node, topic, partition=0):
@@ -92,7 +109,7 @@ def test_a_preferred_election_gives_the_first_replica_its_leadership_back(cluste
     other = next(n for n in NODES if n != preferred)
     acked = [f"a-{i}".encode() for i in range(10)]
     for v in acked:
-        assert kafka_raw.produce(cluster.brokers[preferred].port, topic, one_record(v)) == 0
+        assert produce_once_led(cluster, preferred, topic, one_record(v)) == 0
 
     node = cluster.brokers[preferred]
     node.stop()
@@ -100,7 +117,7 @@ def test_a_preferred_election_gives_the_first_replica_its_leadership_back(cluste
         -1, preferred) else None)(served(cluster, other, topic)), limit_s=30)
     more = [f"b-{i}".encode() for i in range(10)]
     for v in more:
-        assert kafka_raw.produce(cluster.brokers[moved].port, topic, one_record(v)) == 0
+        assert produce_once_led(cluster, moved, topic, one_record(v)) == 0
     node.start()
     cluster.until("the preferred replica back in the ISR",
                   lambda: served(cluster, other, topic) == (moved, sorted(NODES)), limit_s=60)
@@ -133,7 +150,7 @@ def test_a_preferred_election_gives_the_first_replica_its_leadership_back(cluste
     assert json.loads(r.stdout) == [{"topic": topic, "partition": 0, "result": "already led"}]
 
     last = b"after-election"
-    assert kafka_raw.produce(node.port, topic, one_record(last)) == 0
+    assert produce_once_led(cluster, preferred, topic, one_record(last)) == 0
     got = [v for _, v in read_all(node.bootstrap, topic, 0, len(acked) + len(more) + 1)]
     assert got == acked + more + [last], got
 
@@ -145,14 +162,14 @@ def test_an_unclean_election_leads_a_partition_whose_isr_is_down(five):
     p = md.topics[topic].partitions[0]
     first, second = p.leader, next(n for n in p.replicas if n != p.leader)
     third = next(n for n in FIVE if n not in p.replicas)
-    assert kafka_raw.produce(cluster.brokers[first].port, topic, one_record(b"both")) == 0
+    assert produce_once_led(cluster, first, topic, one_record(b"both")) == 0
     # `second` stops (leaves the ISR), then `first` takes a record only it has, and stops.
     cluster.brokers[second].stop()
     cluster.until("the stopped follower out of the ISR",
                   lambda: served(cluster, third, topic) == (first, [first]), limit_s=30)
     # (acks=all with the ISR shrunk to `first`: a fetch `second` sent as it stopped must not
     # propose it back into the ISR, KIP-841, or this would wait for it until the timeout.)
-    assert kafka_raw.produce(cluster.brokers[first].port, topic, one_record(b"only-first")) == 0
+    assert produce_once_led(cluster, first, topic, one_record(b"only-first")) == 0
     cluster.brokers[first].stop()
     cluster.until("no leader", lambda: served(cluster, third, topic) is not None and
                   served(cluster, third, topic)[0] == -1, limit_s=30)
@@ -171,7 +188,7 @@ def test_an_unclean_election_leads_a_partition_whose_isr_is_down(five):
     assert json.loads(r.stdout) == [{"topic": topic, "partition": 0, "result": "elected"}]
     cluster.until(f"node {second} leads alone",
                   lambda: served(cluster, third, topic) == (second, [second]), limit_s=10)
-    assert kafka_raw.produce(cluster.brokers[second].port, topic, one_record(b"unclean")) == 0
+    assert produce_once_led(cluster, second, topic, one_record(b"unclean")) == 0
 
     # The old leader comes back, truncates what only it had, and rejoins.
     cluster.brokers[first].start()
