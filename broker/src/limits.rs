@@ -119,6 +119,21 @@ pub const PREALLOCATE_STEP_BYTES: u64 = 16 << 20;
 /// 1,000-partition topic wrote 1 GB of zeros and lost a quarter of its max-rate throughput).
 pub const PREALLOCATE_FIRST_STEP_BYTES: u64 = 256 << 10;
 
+/// Zeros per write of the zero-fill (`storage::prefill`). 1 MiB writes back to back held the
+/// disk for tens of milliseconds at a time and acks=all fdatasyncs queued behind them; smaller
+/// paced writes let the syncs in between (see `PREFILL_PAUSE_PERCENT`).
+pub const PREFILL_WRITE_BYTES: usize = 256 << 10;
+
+/// After each zero-fill write, the fill thread sleeps this share of the time the write took
+/// (300: zeros take at most about a quarter of the disk's time), unless an append waits for
+/// a fill (`prefill::Hurry`): then it writes at full speed. A fill starts half a step (up to
+/// 8 MiB) ahead of the appends. Measured at 10 MB/s acks=all, 16 partitions, one shard
+/// (2026-12-04): produce p99 22-36 ms unpaced, 8-10 ms at 100, 4-9 ms at 300.
+pub const PREFILL_PAUSE_PERCENT: u32 = 300;
+
+/// The longest one pause (a write that stalled for long does not stall the fill as long again).
+pub const PREFILL_PAUSE_MAX_MS: u64 = 20;
+
 /// Keys one compaction pass indexes (key digest -> offset, ~40 bytes each with the table's
 /// overhead: ~40 MiB). A dirty part with more distinct keys is cleaned over several passes,
 /// as Kafka's cleaner does when its dedupe buffer fills.

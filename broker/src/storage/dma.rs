@@ -281,6 +281,7 @@ impl SegmentWriter {
             }
             let done = self.fill_done.listen();
             if self.fill_to.get() != self.ready.get() {
+                let _hurry = super::prefill::Hurry::start();
                 done.await;
             }
         }
@@ -315,7 +316,11 @@ impl SegmentWriter {
         self.fill_to.set(to);
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
-            let result = super::prefill::zero_fill(&*me.file, from, to).await;
+            let dir = me
+                .file
+                .path()
+                .and_then(|p| p.parent().map(Path::to_path_buf));
+            let result = super::prefill::zero_fill(&*me.file, dir.as_deref(), from, to).await;
             match result {
                 Ok(()) => me.ready.set(to),
                 Err(e) => {
@@ -341,6 +346,7 @@ impl SegmentWriter {
             if self.fill_to.get() == self.ready.get() {
                 return;
             }
+            let _hurry = super::prefill::Hurry::start();
             done.await;
         }
     }
@@ -448,7 +454,12 @@ impl SegmentWriter {
                 let _ = me.wait_written(prev_end).await;
             }
             let (ordered, bytes) = (asked.elapsed(), buf.len());
-            let result = me.file.write_rc_at(Rc::new(buf), pos).await;
+            let result = me
+                .file
+                .write_rc_at(Rc::new(buf), pos)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string());
             if asked.elapsed() > SLOW_IO {
                 // Seen on a VM whose per-CPU `dio` kworker (which completes O_DIRECT writes
                 // into preallocated extents) waited seconds behind a busy pinned thread.
@@ -460,7 +471,7 @@ impl SegmentWriter {
                     "slow segment write"
                 );
             }
-            me.complete(pos, end, result.map(|_| ()).map_err(|e| e.to_string()));
+            me.complete(pos, end, result);
         })
         .detach();
         end

@@ -215,6 +215,8 @@ impl PartitionLog {
         config: LogConfig,
         options: StorageOptions,
     ) -> io::Result<(PartitionLog, RecoveryReport)> {
+        // A log of this partition dropped without a close may still have zeros landing.
+        super::prefill::settled(&dir).await;
         let (state, report) = reload::load_state(&dir, config, &options).await?;
         let partition = PartitionLog {
             inner: Rc::new(Inner {

@@ -17,20 +17,29 @@
 //! Recovery already treats a zero tail as the clean end of a segment (`scan`).
 //!
 //! One thread per shard, started on first use; jobs run in order.
+//!
+//! The zeros are paced: writing them back to back kept this disk busy for tens of
+//! milliseconds at a time, and every acks=all fdatasync queued behind them (10 MB/s acks=all:
+//! produce p99 22-28 ms, publish p99 190-370 ms). So zeros go in `limits::PREFILL_WRITE_BYTES`
+//! writes, each followed by a pause three times as long as the write took
+//! (`limits::PREFILL_PAUSE_PERCENT`), except while an append waits for a fill ([`Hurry`]):
+//! then the thread writes at full speed until no append waits.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
-use std::sync::mpsc;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 
+use event_listener::Event;
 use futures_channel::oneshot;
 
 use super::dma::{AlignedBuf, BLOCK_BYTES};
-
-/// Zeros written per `pwrite`.
-const WRITE_BYTES: usize = 1 << 20;
 
 struct Job {
     file: File,
@@ -39,14 +48,58 @@ struct Job {
     done: oneshot::Sender<io::Result<()>>,
 }
 
+/// The shard's prefill thread: its queue and how many appends wait for a fill now.
+struct Prefiller {
+    jobs: mpsc::Sender<Job>,
+    waiting: Arc<AtomicUsize>,
+}
+
+/// Zero-fills in flight on this shard per partition directory, and an event when one ends.
+/// A fill outlives a log dropped without a close (its job holds the file); a reopen of that
+/// partition must not scan or trim the file while zeros still land in it ([`settled`]).
+#[derive(Default)]
+struct InFlight {
+    per_dir: HashMap<PathBuf, usize>,
+    ended: Rc<Event>,
+}
+
 thread_local! {
-    static PREFILLER: RefCell<Option<mpsc::Sender<Job>>> = const { RefCell::new(None) };
+    static PREFILLER: RefCell<Option<Prefiller>> = const { RefCell::new(None) };
+    static IN_FLIGHT: RefCell<InFlight> = RefCell::new(InFlight::default());
+}
+
+/// Held while an append (or a segment's close) waits for a zero-fill of this shard: the fill
+/// thread does not pause meanwhile.
+pub struct Hurry(Arc<AtomicUsize>);
+
+impl Hurry {
+    /// `None` when this shard has not filled anything yet (nothing to wait for).
+    pub fn start() -> Option<Hurry> {
+        PREFILLER.with(|p| {
+            p.borrow().as_ref().map(|p| {
+                p.waiting.fetch_add(1, Ordering::Relaxed);
+                Hurry(Arc::clone(&p.waiting))
+            })
+        })
+    }
+}
+
+impl Drop for Hurry {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Writes zeros over `[from, to)` of the file behind `fd` and makes them durable
 /// (`fdatasync`). Both ends must be block-aligned. The caller keeps `fd` open until the call
 /// is made (the job holds its own duplicate of the descriptor).
-pub async fn zero_fill(fd: &impl AsRawFd, from: u64, to: u64) -> io::Result<()> {
+pub async fn zero_fill(
+    fd: &impl AsRawFd,
+    dir: Option<&Path>,
+    from: u64,
+    to: u64,
+) -> io::Result<()> {
+    let _in_flight = dir.map(Filling::start);
     assert!(
         from.is_multiple_of(BLOCK_BYTES) && to.is_multiple_of(BLOCK_BYTES) && from <= to,
         "zero_fill takes block-aligned ranges: {from}..{to}"
@@ -63,10 +116,11 @@ pub async fn zero_fill(fd: &impl AsRawFd, from: u64, to: u64) -> io::Result<()> 
     PREFILLER.with(|p| {
         let mut p = p.borrow_mut();
         let tx = match p.as_ref() {
-            Some(tx) => tx.clone(),
+            Some(p) => p.jobs.clone(),
             None => {
-                let tx = start()?;
-                *p = Some(tx.clone());
+                let started = start()?;
+                let tx = started.jobs.clone();
+                *p = Some(started);
                 tx
             }
         };
@@ -78,26 +132,87 @@ pub async fn zero_fill(fd: &impl AsRawFd, from: u64, to: u64) -> io::Result<()> 
         .map_err(|_| io::Error::other("the zero-fill thread dropped a job"))?
 }
 
-fn start() -> io::Result<mpsc::Sender<Job>> {
+/// Registers a fill of a file in `dir` until dropped.
+struct Filling(PathBuf);
+
+impl Filling {
+    fn start(dir: &Path) -> Filling {
+        IN_FLIGHT.with(|f| *f.borrow_mut().per_dir.entry(dir.to_path_buf()).or_default() += 1);
+        Filling(dir.to_path_buf())
+    }
+}
+
+impl Drop for Filling {
+    fn drop(&mut self) {
+        let ended = IN_FLIGHT.with(|f| {
+            let mut f = f.borrow_mut();
+            if let Some(n) = f.per_dir.get_mut(&self.0) {
+                *n -= 1;
+                if *n == 0 {
+                    f.per_dir.remove(&self.0);
+                }
+            }
+            Rc::clone(&f.ended)
+        });
+        ended.notify(usize::MAX);
+    }
+}
+
+/// Waits until no zero-fill of this shard writes into a file of `dir` (a partition being
+/// reopened after its log was dropped without a close).
+pub async fn settled(dir: &Path) {
+    loop {
+        let (busy, ended) = IN_FLIGHT.with(|f| {
+            let f = f.borrow();
+            (f.per_dir.contains_key(dir), Rc::clone(&f.ended))
+        });
+        if !busy {
+            return;
+        }
+        let listener = ended.listen();
+        if IN_FLIGHT.with(|f| f.borrow().per_dir.contains_key(dir)) {
+            listener.await;
+        }
+    }
+}
+
+fn start() -> io::Result<Prefiller> {
     let (tx, rx) = mpsc::channel::<Job>();
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let hurried = Arc::clone(&waiting);
     std::thread::Builder::new()
         .name("strand-prefill".into())
         .spawn(move || {
             crate::runtime::helper_thread::leave_shard_core(0);
-            let zeros = AlignedBuf::zeroed(WRITE_BYTES);
+            let zeros = AlignedBuf::zeroed(crate::limits::PREFILL_WRITE_BYTES);
             for job in rx {
-                let _ = job.done.send(fill(&job.file, job.from, job.to, &zeros));
+                let _ = job
+                    .done
+                    .send(fill(&job.file, job.from, job.to, &zeros, &hurried));
             }
         })?;
-    Ok(tx)
+    Ok(Prefiller { jobs: tx, waiting })
 }
 
-fn fill(file: &File, from: u64, to: u64, zeros: &AlignedBuf) -> io::Result<()> {
+fn fill(
+    file: &File,
+    from: u64,
+    to: u64,
+    zeros: &AlignedBuf,
+    waiting: &AtomicUsize,
+) -> io::Result<()> {
     let mut pos = from;
     while pos < to {
         let n = (to - pos).min(zeros.as_ref().len() as u64) as usize;
+        let wrote = std::time::Instant::now();
         file.write_all_at(&zeros.as_ref()[..n], pos)?;
         pos += n as u64;
+        if pos < to && waiting.load(Ordering::Relaxed) == 0 {
+            let pause = wrote.elapsed() * crate::limits::PREFILL_PAUSE_PERCENT / 100;
+            std::thread::sleep(pause.min(std::time::Duration::from_millis(
+                crate::limits::PREFILL_PAUSE_MAX_MS,
+            )));
+        }
     }
     file.sync_data()
 }
