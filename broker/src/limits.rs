@@ -125,8 +125,9 @@ pub const PREALLOCATE_FIRST_STEP_BYTES: u64 = 256 << 10;
 pub const PREFILL_WRITE_BYTES: usize = 256 << 10;
 
 /// After each zero-fill write, the fill thread sleeps this share of the time the write took
-/// (300: zeros take at most about a quarter of the disk's time), unless an append waits for
-/// a fill (`prefill::Hurry`): then it writes at full speed. A fill starts half a step (up to
+/// (300: one shard's zeros take about a quarter of the time its fill thread spends, for writes
+/// under ~7 ms; `PREFILL_PAUSE_MAX_MS` caps the pause), unless something waits for a fill
+/// (`prefill::Hurry`): then it writes at full speed. A fill starts half a step (up to
 /// 8 MiB) ahead of the appends. Measured at 10 MB/s acks=all, 16 partitions, one shard
 /// (2026-12-04): produce p99 22-36 ms unpaced, 8-10 ms at 100, 4-9 ms at 300.
 pub const PREFILL_PAUSE_PERCENT: u32 = 300;

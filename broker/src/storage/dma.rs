@@ -315,12 +315,13 @@ impl SegmentWriter {
         self.fill_from.set(from);
         self.fill_to.set(to);
         let me = Rc::clone(self);
+        let filling = self
+            .file
+            .path()
+            .and_then(|p| p.parent().map(super::prefill::Filling::start));
         glommio::spawn_local(async move {
-            let dir = me
-                .file
-                .path()
-                .and_then(|p| p.parent().map(Path::to_path_buf));
-            let result = super::prefill::zero_fill(&*me.file, dir.as_deref(), from, to).await;
+            let _filling = filling;
+            let result = super::prefill::zero_fill(&*me.file, from, to).await;
             match result {
                 Ok(()) => me.ready.set(to),
                 Err(e) => {

@@ -22,8 +22,9 @@
 //! milliseconds at a time, and every acks=all fdatasync queued behind them (10 MB/s acks=all:
 //! produce p99 22-28 ms, publish p99 190-370 ms). So zeros go in `limits::PREFILL_WRITE_BYTES`
 //! writes, each followed by a pause three times as long as the write took
-//! (`limits::PREFILL_PAUSE_PERCENT`), except while an append waits for a fill ([`Hurry`]):
-//! then the thread writes at full speed until no append waits.
+//! (`limits::PREFILL_PAUSE_PERCENT`), except while something waits for a fill ([`Hurry`]: an
+//! append that reached it, a segment's `finish`, a partition reopening): then the thread
+//! writes at full speed until no one waits.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -68,8 +69,8 @@ thread_local! {
     static IN_FLIGHT: RefCell<InFlight> = RefCell::new(InFlight::default());
 }
 
-/// Held while an append (or a segment's close) waits for a zero-fill of this shard: the fill
-/// thread does not pause meanwhile.
+/// Held while an append, a segment's `finish` or a reopening partition waits for a zero-fill
+/// of this shard: the fill thread does not pause meanwhile.
 pub struct Hurry(Arc<AtomicUsize>);
 
 impl Hurry {
@@ -93,13 +94,7 @@ impl Drop for Hurry {
 /// Writes zeros over `[from, to)` of the file behind `fd` and makes them durable
 /// (`fdatasync`). Both ends must be block-aligned. The caller keeps `fd` open until the call
 /// is made (the job holds its own duplicate of the descriptor).
-pub async fn zero_fill(
-    fd: &impl AsRawFd,
-    dir: Option<&Path>,
-    from: u64,
-    to: u64,
-) -> io::Result<()> {
-    let _in_flight = dir.map(Filling::start);
+pub async fn zero_fill(fd: &impl AsRawFd, from: u64, to: u64) -> io::Result<()> {
     assert!(
         from.is_multiple_of(BLOCK_BYTES) && to.is_multiple_of(BLOCK_BYTES) && from <= to,
         "zero_fill takes block-aligned ranges: {from}..{to}"
@@ -133,13 +128,22 @@ pub async fn zero_fill(
 }
 
 /// Registers a fill of a file in `dir` until dropped.
-struct Filling(PathBuf);
+/// Made when the fill is decided (before its task first runs), so a reopen right after never
+/// misses it; the task holds it until the fill ends.
+pub struct Filling(PathBuf);
 
 impl Filling {
-    fn start(dir: &Path) -> Filling {
-        IN_FLIGHT.with(|f| *f.borrow_mut().per_dir.entry(dir.to_path_buf()).or_default() += 1);
-        Filling(dir.to_path_buf())
+    pub fn start(dir: &Path) -> Filling {
+        let dir = key(dir);
+        IN_FLIGHT.with(|f| *f.borrow_mut().per_dir.entry(dir.clone()).or_default() += 1);
+        Filling(dir)
     }
+}
+
+/// The registry's key for a directory: absolute (glommio opens a relative path as
+/// `<cwd>/<path>`, the broker names partitions by `data.dir`, `./strand-data` by default).
+fn key(dir: &Path) -> PathBuf {
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
 impl Drop for Filling {
@@ -161,6 +165,8 @@ impl Drop for Filling {
 /// Waits until no zero-fill of this shard writes into a file of `dir` (a partition being
 /// reopened after its log was dropped without a close).
 pub async fn settled(dir: &Path) {
+    let dir = key(dir);
+    let dir = dir.as_path();
     loop {
         let (busy, ended) = IN_FLIGHT.with(|f| {
             let f = f.borrow();
@@ -171,6 +177,7 @@ pub async fn settled(dir: &Path) {
         }
         let listener = ended.listen();
         if IN_FLIGHT.with(|f| f.borrow().per_dir.contains_key(dir)) {
+            let _hurry = Hurry::start();
             listener.await;
         }
     }
@@ -207,12 +214,52 @@ fn fill(
         let wrote = std::time::Instant::now();
         file.write_all_at(&zeros.as_ref()[..n], pos)?;
         pos += n as u64;
-        if pos < to && waiting.load(Ordering::Relaxed) == 0 {
-            let pause = wrote.elapsed() * crate::limits::PREFILL_PAUSE_PERCENT / 100;
-            std::thread::sleep(pause.min(std::time::Duration::from_millis(
-                crate::limits::PREFILL_PAUSE_MAX_MS,
-            )));
+        if pos < to {
+            // Asleep in slices of at most a millisecond, so a waiter ends the pause soon.
+            let pause = (wrote.elapsed() * crate::limits::PREFILL_PAUSE_PERCENT / 100).min(
+                std::time::Duration::from_millis(crate::limits::PREFILL_PAUSE_MAX_MS),
+            );
+            let until = std::time::Instant::now() + pause;
+            while waiting.load(Ordering::Relaxed) == 0 {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::sleep(left.min(std::time::Duration::from_millis(1)));
+            }
         }
     }
     file.sync_data()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relative_and_an_absolute_name_of_one_directory_are_one_key() {
+        let cwd = std::env::current_dir().expect("cwd");
+        assert_eq!(
+            key(Path::new("./strand-data/t-0")),
+            cwd.join("strand-data/t-0")
+        );
+        // As glommio names a file it opened by a relative path: `<cwd>/./<path>`.
+        assert_eq!(
+            key(&cwd.join("./strand-data/t-0")),
+            key(Path::new("strand-data/t-0"))
+        );
+    }
+
+    #[test]
+    fn a_fill_counts_until_its_guard_drops() {
+        let dir = Path::new("./some-partition-0");
+        let first = Filling::start(dir);
+        let second = Filling::start(&std::env::current_dir().expect("cwd").join(dir));
+        let busy = || IN_FLIGHT.with(|f| f.borrow().per_dir.contains_key(&key(dir)));
+        assert!(busy());
+        drop(first);
+        assert!(busy(), "one fill of the directory still runs");
+        drop(second);
+        assert!(!busy());
+    }
 }
