@@ -455,12 +455,7 @@ impl SegmentWriter {
                 let _ = me.wait_written(prev_end).await;
             }
             let (ordered, bytes) = (asked.elapsed(), buf.len());
-            let result = me
-                .file
-                .write_rc_at(Rc::new(buf), pos)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string());
+            let result = me.file.write_rc_at(Rc::new(buf), pos).await;
             if asked.elapsed() > SLOW_IO {
                 // Seen on a VM whose per-CPU `dio` kworker (which completes O_DIRECT writes
                 // into preallocated extents) waited seconds behind a busy pinned thread.
@@ -472,7 +467,7 @@ impl SegmentWriter {
                     "slow segment write"
                 );
             }
-            me.complete(pos, end, result);
+            me.complete(pos, end, result.map(|_| ()).map_err(|e| e.to_string()));
         })
         .detach();
         end
