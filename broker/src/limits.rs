@@ -135,6 +135,11 @@ pub const PREFILL_PAUSE_PERCENT: u32 = 300;
 /// The longest one pause (a write that stalled for long does not stall the fill as long again).
 pub const PREFILL_PAUSE_MAX_MS: u64 = 20;
 
+/// How often an append that reached a write of zeros in flight looks again (`prefill::Claim`):
+/// one such write (`PREFILL_WRITE_BYTES`) takes 0.1-2 ms here; the append waits for at most
+/// that one write.
+pub const PREFILL_CLAIM_POLL: std::time::Duration = std::time::Duration::from_micros(200);
+
 /// Keys one compaction pass indexes (key digest -> offset, ~40 bytes each with the table's
 /// overhead: ~40 MiB). A dirty part with more distinct keys is cleaned over several passes,
 /// as Kafka's cleaner does when its dedupe buffer fills.

@@ -17,6 +17,8 @@ pub fn crash_log_config() -> LogConfig {
     LogConfig {
         segment_bytes: 256 << 10,
         index_interval_bytes: 4096,
+        // The zero-fill (off by default) is the path with more to get wrong after a crash.
+        preallocate: true,
         ..LogConfig::default()
     }
 }

@@ -14,6 +14,8 @@ fn small_config() -> LogConfig {
         segment_bytes: 256 << 10,
         index_interval_bytes: 4096,
         flush_ms: 10_000,
+        // The zero-fill path (not the default) is the one with more to get wrong.
+        preallocate: true,
         ..LogConfig::default()
     }
 }

@@ -54,7 +54,8 @@ def read_all(b, topic, n):
 
 def test_a_full_disk_refuses_writes_keeps_reads_and_deletes_and_restarts(small_disk):
     data = small_disk / "data"
-    b = Broker(str(data), cores=1, config={"storage.min.free.bytes": 48 << 20,
+    b = Broker(str(data), cores=1, config={"log.preallocate": True,
+                                            "storage.min.free.bytes": 48 << 20,
                                             "log.segment.bytes": 8 << 20})
     b.log_path = str(small_disk.parent / "strand.log")  # the log must not fill the disk too
     b.start()
@@ -67,7 +68,7 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_deletes_and_restarts(small_d
         for i in range(99):
             p.produce("keep", value=b"k" * 1000)
         assert p.flush(30) == 0
-        # Fill: more topics (each preallocates) and bulk data, until the broker says no.
+        # Fill: more topics (each preallocates: log.preallocate above) and bulk data, until the broker says no.
         refused, errors = False, []
         junk = []
         for i in range(40):

@@ -18,6 +18,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use event_listener::Event;
@@ -177,8 +178,10 @@ pub struct SegmentWriter {
     state: RefCell<WriterState>,
     /// Notified whenever a write completes or fails.
     changed: Event,
-    /// File bytes below this are written (data or zeros) with their size and extents on
-    /// disk, so appends below it only overwrite (`storage::prefill`); `u64::MAX` once
+    /// File bytes below this were zero-filled (`storage::prefill`), except ranges appends
+    /// claimed from a fill (written by those appends, or holes where a claimed append was
+    /// refused): appends below it mostly overwrite; a hole only costs an allocating write.
+    /// `u64::MAX` once
     /// zero-filling has failed (appends then extend the file as without preallocation).
     ready: Cell<u64>,
     /// The zero-fill in flight, `[fill_from, fill_to)` (`fill_to == ready` when none):
@@ -186,6 +189,8 @@ pub struct SegmentWriter {
     fill_from: Cell<u64>,
     fill_to: Cell<u64>,
     fill_done: Event,
+    /// The fill in flight's claim: an append that reaches it takes its range from the fill.
+    fill_claim: RefCell<Arc<super::prefill::Claim>>,
     /// The most to zero-fill (the segment's size limit); 0: no preallocation.
     preallocate_limit: u64,
 }
@@ -249,6 +254,7 @@ impl SegmentWriter {
             fill_from: Cell::new(align_up(end)),
             fill_to: Cell::new(align_up(end)),
             fill_done: Event::new(),
+            fill_claim: RefCell::default(),
             preallocate_limit,
         });
         Ok(writer)
@@ -260,8 +266,9 @@ impl SegmentWriter {
     /// `limits::PREALLOCATE_STEP_BYTES`), so a quiet partition holds little unused disk and
     /// a busy one fills in large steps. When the appends have overtaken the zeros (the
     /// first append of a segment, or a burst faster than the fill), the append goes ahead
-    /// as a plain write that allocates (today's kernel path) and the fill starts past it;
-    /// an append waits only when it would reach into a fill still running. A failed fill
+    /// as a plain write that allocates (today's kernel path): below a fill that has not
+    /// started, or past one in flight by claiming its range (`prefill::Claim`: the fill
+    /// skips it), waiting at most for the one write of zeros in flight there. A failed fill
     /// (a full disk) stops preallocation for this segment; the writes themselves report a
     /// shortage.
     pub async fn reserve(self: &Rc<Self>, upto: u64) -> io::Result<()> {
@@ -279,11 +286,14 @@ impl SegmentWriter {
             if upto <= self.fill_from.get() {
                 return Ok(());
             }
-            let done = self.fill_done.listen();
-            if self.fill_to.get() != self.ready.get() {
-                let _hurry = super::prefill::Hurry::start();
-                done.await;
+            let claim = Arc::clone(&self.fill_claim.borrow());
+            if claim.claim(align_up(upto)) {
+                return Ok(());
             }
+            // A write of zeros is in flight where this append goes: it takes a millisecond
+            // or so; the fill starts none below the claim.
+            let _hurry = super::prefill::Hurry::start();
+            glommio::timer::sleep(crate::limits::PREFILL_CLAIM_POLL).await;
         }
     }
 
@@ -296,7 +306,8 @@ impl SegmentWriter {
 
     /// Zero-fills from `ready` (or from past `upto` when the appends have overtaken it) to a
     /// step further (not past the size limit unless an append needs it) on the shard's
-    /// prefill thread. No append reaches `fill_from` while it runs: `reserve` holds them back.
+    /// prefill thread. An append that reaches `fill_from` while it runs claims its range from
+    /// it (`reserve`), so zeros never land where an append writes.
     fn start_fill(self: &Rc<Self>, upto: u64) {
         let from = self.ready.get().max(align_up(upto));
         let to = align_up(
@@ -314,6 +325,8 @@ impl SegmentWriter {
         );
         self.fill_from.set(from);
         self.fill_to.set(to);
+        let claim = Arc::new(super::prefill::Claim::default());
+        *self.fill_claim.borrow_mut() = Arc::clone(&claim);
         let me = Rc::clone(self);
         let filling = self
             .file
@@ -321,7 +334,7 @@ impl SegmentWriter {
             .and_then(|p| p.parent().map(super::prefill::Filling::start));
         glommio::spawn_local(async move {
             let _filling = filling;
-            let result = super::prefill::zero_fill(&*me.file, from, to).await;
+            let result = super::prefill::zero_fill(&*me.file, from, to, claim).await;
             match result {
                 Ok(()) => me.ready.set(to),
                 Err(e) => {
@@ -340,15 +353,14 @@ impl SegmentWriter {
         .detach();
     }
 
-    /// Waits for a zero-fill in flight (it must not extend the file after `finish` trims it).
+    /// Ends a zero-fill in flight (it must not extend the file after `finish` trims it): the
+    /// whole file is claimed, so once no write of zeros is in flight none starts again (a
+    /// job still queued behind other partitions' writes nothing; it is not waited for).
     async fn wait_fill(&self) {
-        loop {
-            let done = self.fill_done.listen();
-            if self.fill_to.get() == self.ready.get() {
-                return;
-            }
+        let claim = Arc::clone(&self.fill_claim.borrow());
+        while !claim.claim(u64::MAX) {
             let _hurry = super::prefill::Hurry::start();
-            done.await;
+            glommio::timer::sleep(crate::limits::PREFILL_CLAIM_POLL).await;
         }
     }
 
@@ -460,6 +472,7 @@ impl SegmentWriter {
                 // Seen on a VM whose per-CPU `dio` kworker (which completes O_DIRECT writes
                 // into preallocated extents) waited seconds behind a busy pinned thread.
                 tracing::warn!(
+                    path = %me.file.path().map(|p| p.display().to_string()).unwrap_or_default(),
                     pos,
                     bytes,
                     ordered_ms = ordered.as_millis() as u64,
