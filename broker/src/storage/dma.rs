@@ -181,14 +181,13 @@ pub struct SegmentWriter {
     /// File bytes below this were zero-filled (`storage::prefill`), except ranges appends
     /// claimed from a fill (written by those appends, or holes where a claimed append was
     /// refused): appends below it mostly overwrite; a hole only costs an allocating write.
-    /// `u64::MAX` once
-    /// zero-filling has failed (appends then extend the file as without preallocation).
+    /// `u64::MAX` once zero-filling has failed (appends then extend the file as without
+    /// preallocation).
     ready: Cell<u64>,
     /// The zero-fill in flight, `[fill_from, fill_to)` (`fill_to == ready` when none):
-    /// appends may write below `fill_from` meanwhile; `fill_done` fires when it ends.
+    /// appends below `fill_from` go ahead, those past it claim from `fill_claim`.
     fill_from: Cell<u64>,
     fill_to: Cell<u64>,
-    fill_done: Event,
     /// The fill in flight's claim: an append that reaches it takes its range from the fill.
     fill_claim: RefCell<Arc<super::prefill::Claim>>,
     /// The most to zero-fill (the segment's size limit); 0: no preallocation.
@@ -253,7 +252,6 @@ impl SegmentWriter {
             ready: Cell::new(align_up(end)),
             fill_from: Cell::new(align_up(end)),
             fill_to: Cell::new(align_up(end)),
-            fill_done: Event::new(),
             fill_claim: RefCell::default(),
             preallocate_limit,
         });
@@ -348,7 +346,6 @@ impl SegmentWriter {
             }
             me.fill_from.set(me.ready.get());
             me.fill_to.set(me.ready.get());
-            me.fill_done.notify(usize::MAX);
         })
         .detach();
     }
