@@ -3,6 +3,7 @@ hostile-input tests (frames, record batches with a correct CRC over nonsense, ra
 Metadata and Fetch)."""
 import socket
 import struct
+import time
 
 
 def s(text):
@@ -185,6 +186,18 @@ def produce(port, topic, records, partition=0):
     body = call(port, produce_v3(topic, records, partition))
     assert body is not None, "connection closed"
     return produce_error(body)
+
+
+def produce_led(port, topic, records, partition=0, limit_s=10):
+    """`produce`, asked again while the broker answers NOT_LEADER_OR_FOLLOWER (6) or
+    LEADER_NOT_AVAILABLE (5), as every Kafka client does: a node's metadata can name a leader
+    before that leader has applied the change and opened its log. The last error code."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        error = produce(port, topic, records, partition)
+        if error not in (5, 6) or time.monotonic() > deadline:
+            return error
+        time.sleep(0.1)
 
 
 def list_offsets_v4(topic, partition, current_leader_epoch, timestamp=-1, correlation_id=9):

@@ -276,7 +276,7 @@ def test_two_replicas_down_refuse_acks_all_and_come_back(cluster5):
         consumer.close()
         return high
 
-    assert kafka_raw.produce(port, topic, record(b"first")) == 0
+    assert kafka_raw.produce_led(port, topic, record(b"first")) == 0
     for f in followers:
         c.brokers[f].stop()
     c.until("the ISR down to the leader", lambda: isr() == [leader], limit_s=60)
@@ -291,5 +291,5 @@ def test_two_replicas_down_refuse_acks_all_and_come_back(cluster5):
     for f in followers:
         c.brokers[f].start()
     c.until("the ISR back to three", lambda: isr() == sorted(part.replicas), limit_s=60)
-    assert kafka_raw.produce(port, topic, record(b"last")) == 0
+    assert kafka_raw.produce_led(port, topic, record(b"last")) == 0
     assert visible() == 3

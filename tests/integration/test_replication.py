@@ -167,7 +167,7 @@ def test_acks_all_waits_for_the_isr_and_min_insync_replicas_holds(cluster):
                          limit_s=60)
     leader = part.leader
     port = cluster.brokers[leader].port
-    assert kafka_raw.produce(port, topic, one_record(b"first")) == 0
+    assert kafka_raw.produce_led(port, topic, one_record(b"first")) == 0
     got = read_all(cluster.brokers[leader].bootstrap, topic, 0, 1)
     assert [v for _, v in got] == [b"first"], got
 
@@ -183,7 +183,7 @@ def test_acks_all_waits_for_the_isr_and_min_insync_replicas_holds(cluster):
     cluster.brokers[follower].start()
     cluster.until(f"node {follower} back in the ISR", lambda: sorted(
         partition_md(cluster, leader, topic, 0).isrs) == list(NODES), limit_s=60)
-    assert kafka_raw.produce(port, topic, one_record(b"last")) == 0
+    assert kafka_raw.produce_led(port, topic, one_record(b"last")) == 0
     got = read_all(cluster.brokers[leader].bootstrap, topic, 0, 3)
     assert [v for _, v in got] == [b"first", b"acks-1", b"last"], got
 
@@ -221,7 +221,7 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_after_it_resumes(cluster):
     # A follower that is not the controller: the quorum keeps its leader meanwhile.
     follower = next(n for n in NODES if n not in (leader, controller))
     port = cluster.brokers[leader].port
-    assert kafka_raw.produce(port, topic, one_record(b"before")) == 0
+    assert kafka_raw.produce_led(port, topic, one_record(b"before")) == 0
 
     pause(cluster, follower)
     try:
@@ -248,7 +248,7 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_after_it_resumes(cluster):
         resume(cluster, follower)
     cluster.until(f"node {follower} back in the ISR", lambda: sorted(
         partition_md(cluster, leader, topic, 0).isrs) == list(NODES), limit_s=60)
-    assert kafka_raw.produce(port, topic, one_record(b"after")) == 0
+    assert kafka_raw.produce_led(port, topic, one_record(b"after")) == 0
     logs = cluster.until("the resumed follower holds the leader's log", lambda: (lambda ls: ls if all(
         x == ls[0] for x in ls) else None)([batches(cluster.brokers[n].data_dir, topic, 0)
                                             for n in NODES]))
@@ -263,7 +263,7 @@ def test_a_deposed_leader_truncates_what_its_followers_never_got(cluster):
     followers = [n for n in NODES if n != old]
     port = cluster.brokers[old].port
     for i in range(5):
-        assert kafka_raw.produce(port, topic, one_record(f"kept-{i}".encode())) == 0
+        assert kafka_raw.produce_led(port, topic, one_record(f"kept-{i}".encode())) == 0
     cluster.until("every replica holds the first records", lambda: all(
         len(batches(cluster.brokers[n].data_dir, topic, 0)) == 5 for n in NODES))
 
@@ -286,7 +286,7 @@ def test_a_deposed_leader_truncates_what_its_followers_never_got(cluster):
                         else None)(partition_md(cluster, followers[0], topic, 0)), limit_s=60)
     new_port = cluster.brokers[new.leader].port
     for i in range(6):
-        assert kafka_raw.produce(new_port, topic, one_record(f"new-{i}".encode())) == 0
+        assert kafka_raw.produce_led(new_port, topic, one_record(f"new-{i}".encode())) == 0
     # (A follower's fetch parked at the old leader may have been answered with the first
     # unreplicated record before the pause took hold: that record is then the new leader's too.)
     truth = batches(cluster.brokers[new.leader].data_dir, topic, 0)
@@ -319,7 +319,7 @@ def test_a_follower_behind_the_leaders_log_start_starts_again_there(cluster):
     follower = next(n for n in NODES if n not in (leader, md.controller_id))
     port = cluster.brokers[leader].port
     for i in range(5):
-        assert kafka_raw.produce(port, topic, one_record(f"early-{i}".encode())) == 0
+        assert kafka_raw.produce_led(port, topic, one_record(f"early-{i}".encode())) == 0
     cluster.until("the follower holds the first records", lambda: len(
         batches(cluster.brokers[follower].data_dir, topic, 0)) == 5)
     cluster.brokers[follower].stop()
@@ -329,13 +329,13 @@ def test_a_follower_behind_the_leaders_log_start_starts_again_there(cluster):
         # Two records a batch: offsets 5-6, 7-8, ..., 13-14.
         two = kafka_raw.batch(kafka_raw.record(0, b"k", f"mid-{2 * i}".encode())
                               + kafka_raw.record(1, b"k", f"mid-{2 * i + 1}".encode()), 2, 1)
-        assert kafka_raw.produce(port, topic, two) == 0
+        assert kafka_raw.produce_led(port, topic, two) == 0
     admin = AdminClient({"bootstrap.servers": cluster.brokers[leader].bootstrap})
     # 12 is inside the batch 11-12: the follower starts again at 11, its log start at 12.
     done = admin.delete_records([TopicPartition(topic, 0, 12)])
     assert list(done.values())[0].result(timeout=30).low_watermark == 12
     for i in range(3):
-        assert kafka_raw.produce(port, topic, one_record(f"late-{i}".encode())) == 0
+        assert kafka_raw.produce_led(port, topic, one_record(f"late-{i}".encode())) == 0
 
     cluster.brokers[follower].start()
     cluster.until(f"node {follower} back in the ISR", lambda: sorted(
@@ -520,7 +520,7 @@ def test_a_leader_restarted_with_fewer_cores_is_still_followed(cluster):
     # Past replica.lag.time.max.ms: followers that could not fetch would be out by now.
     time.sleep(LAG_MS / 1000 + 1)
     assert cluster.until("a full ISR under the one-core leader", agreed, limit_s=30)[0] == x
-    assert kafka_raw.produce(node.port, topic, one_record(b"from-one-core")) == 0
+    assert kafka_raw.produce_led(node.port, topic, one_record(b"from-one-core")) == 0
     for n in NODES:
         if n != x:
             cluster.until(f"node {n} has the record", lambda: any(
@@ -544,7 +544,7 @@ def test_a_stopped_leader_hands_over_at_once_and_restarts_at_once(cluster):
     other = next(n for n in NODES if n != leader)
     acked = [f"before-{i}".encode() for i in range(20)]
     for v in acked:
-        assert kafka_raw.produce(cluster.brokers[leader].port, topic, one_record(v)) == 0
+        assert kafka_raw.produce_led(cluster.brokers[leader].port, topic, one_record(v)) == 0
 
     def on_other():
         """(leader, isr) as node `other` itself serves it."""
@@ -569,7 +569,7 @@ def test_a_stopped_leader_hands_over_at_once_and_restarts_at_once(cluster):
     assert handover_s < SESSION_MS / 1000 / 2, (exit_s, handover_s)
     assert "controlled shutdown: fenced" in node.log()[log_before:]
     after = f"after-{leader}".encode()
-    assert kafka_raw.produce(cluster.brokers[new_leader].port, topic, one_record(after)) == 0
+    assert kafka_raw.produce_led(cluster.brokers[new_leader].port, topic, one_record(after)) == 0
 
     restarted_at = time.time()
     node.start()
@@ -596,11 +596,11 @@ def test_delete_records_moves_every_replicas_log_start(cluster):
     other = next(n for n in NODES if n != leader)
     port = cluster.brokers[leader].port
     for i in range(6):
-        assert kafka_raw.produce(port, topic, one_record(f"old-{i}".encode())) == 0
+        assert kafka_raw.produce_led(port, topic, one_record(f"old-{i}".encode())) == 0
     admin = AdminClient({"bootstrap.servers": cluster.brokers[leader].bootstrap})
     done = admin.delete_records([TopicPartition(topic, 0, 4)])
     assert list(done.values())[0].result(timeout=30).low_watermark == 4
-    assert kafka_raw.produce(port, topic, one_record(b"after-delete")) == 0
+    assert kafka_raw.produce_led(port, topic, one_record(b"after-delete")) == 0
     for n in NODES:
         cluster.until(f"node {n} has the record after the deletion", lambda: any(
             b"after-delete" in b for b in batches(cluster.brokers[n].data_dir, topic, 0)))
