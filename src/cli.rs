@@ -56,6 +56,24 @@ pub enum TopicCmd {
         #[arg(long)]
         unclean: bool,
     },
+    /// Move a partition's replicas (as `kafka-reassign-partitions --execute`): new replicas
+    /// copy the log and join the ISR, then the removed ones are dropped; `--cancel` puts the
+    /// replicas back as they were before the move in flight.
+    Reassign {
+        name: String,
+        #[arg(long, default_value_t = 0)]
+        partition: i32,
+        /// The new replicas by node id, preferred leader first: `--replicas 2,3,4`.
+        #[arg(long, value_delimiter = ',', required_unless_present = "cancel")]
+        replicas: Vec<i32>,
+        #[arg(long, conflicts_with = "replicas")]
+        cancel: bool,
+        /// Wait until the move has completed.
+        #[arg(long, conflicts_with = "cancel")]
+        wait: bool,
+    },
+    /// Partition moves in flight (of one topic, or of every topic).
+    Reassignments { name: Option<String> },
     /// Set (`--set k=v`) or remove (`--delete k`) topic configs.
     AlterConfig {
         name: String,
@@ -154,6 +172,17 @@ pub enum ClusterCmd {
         #[arg(long, default_value = "1,2,3")]
         nodes: String,
     },
+}
+
+/// How long `strand topic reassign --wait` waits for a move to complete.
+const REASSIGN_WAIT_S: u64 = 600;
+
+/// Whether `topic`-`partition` has a move in flight.
+async fn in_flight(cluster: &Cluster, topic: &str, partition: i32) -> Result<bool, ClientError> {
+    let moves = cluster
+        .list_partition_reassignments(Some((topic, partition + 1)))
+        .await?;
+    Ok(moves.iter().any(|(_, p, ..)| *p == partition))
 }
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {
@@ -358,6 +387,74 @@ pub fn topic(conn: Conn, cmd: TopicCmd) -> ExitCode {
                         "{failed} of {} partitions were not elected",
                         outcomes.len()
                     )));
+                }
+            }
+            TopicCmd::Reassign {
+                name,
+                partition,
+                replicas,
+                cancel,
+                wait,
+            } => {
+                let target = (!cancel).then_some(replicas);
+                let moves = vec![(name.clone(), partition, target.clone())];
+                for (_, _, outcome) in cluster.alter_partition_reassignments(moves).await? {
+                    outcome?;
+                }
+                let started = std::time::Instant::now();
+                while wait && in_flight(&cluster, &name, partition).await? {
+                    if started.elapsed() > std::time::Duration::from_secs(REASSIGN_WAIT_S) {
+                        return Err(ClientError::Invalid(format!(
+                            "{name}-{partition} is still moving after {REASSIGN_WAIT_S} s \
+                             (see `strand topic reassignments {name}`)"
+                        )));
+                    }
+                    glommio::timer::sleep(std::time::Duration::from_millis(500)).await;
+                }
+                let state = match (&target, wait) {
+                    (None, _) => "cancelled",
+                    (Some(_), true) => "completed",
+                    (Some(_), false) => "started",
+                };
+                if json {
+                    println!(
+                        "{}",
+                        json!({"topic": name, "partition": partition, "replicas": target,
+                               "reassignment": state})
+                    );
+                } else {
+                    println!("reassignment of {name}-{partition} {state}");
+                }
+            }
+            TopicCmd::Reassignments { name } => {
+                let topic = match &name {
+                    Some(t) => Some((t.as_str(), cluster.topic(t).await?.leaders.len() as i32)),
+                    None => None,
+                };
+                let moves = cluster.list_partition_reassignments(topic).await?;
+                let ids = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+                if json {
+                    let values: Vec<Value> = moves
+                        .iter()
+                        .map(|(t, p, r, a, x)| {
+                            json!({"topic": t, "partition": p, "replicas": r, "adding": a,
+                                   "removing": x})
+                        })
+                        .collect();
+                    println!("{}", Value::Array(values));
+                } else if moves.is_empty() {
+                    println!("no partition reassignments in flight");
+                } else {
+                    let rows: Vec<Vec<String>> = moves
+                        .iter()
+                        .map(|(t, p, r, a, x)| {
+                            vec![t.clone(), p.to_string(), ids(r), ids(a), ids(x)]
+                        })
+                        .collect();
+                    print_table(
+                        &["TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING"],
+                        &rows,
+                    );
                 }
             }
             TopicCmd::Delete { name } => {

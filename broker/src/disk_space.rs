@@ -87,6 +87,22 @@ pub fn free_bytes(dir: &Path) -> Option<u64> {
     (rc == 0).then(|| st.f_bavail.saturating_mul(st.f_frsize))
 }
 
+/// `(total, available)` bytes of `dir`'s filesystem (DescribeLogDirs' `total_bytes` and
+/// `usable_bytes`).
+pub fn capacity_bytes(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: as in `free_bytes`.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (rc == 0).then(|| {
+        (
+            st.f_blocks.saturating_mul(st.f_frsize),
+            st.f_bavail.saturating_mul(st.f_frsize),
+        )
+    })
+}
+
 /// Creates the reserve file (`limits::DISK_RESERVE_BYTES`, written, not sparse) if missing.
 /// Best effort: on a disk already full it is simply absent.
 pub fn ensure_reserve(dir: &Path) {

@@ -4,6 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use strand_wire::kafka::messages::alter_partition_reassignments_request::{
+    ReassignablePartition, ReassignableTopic,
+};
 use strand_wire::kafka::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use strand_wire::kafka::messages::describe_configs_request::DescribeConfigsResource;
 use strand_wire::kafka::messages::elect_leaders_request::TopicPartitions;
@@ -12,15 +15,17 @@ use strand_wire::kafka::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use strand_wire::kafka::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use strand_wire::kafka::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
 use strand_wire::kafka::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use strand_wire::kafka::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use strand_wire::kafka::messages::{
-    CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    ElectLeadersRequest, GroupId, IncrementalAlterConfigsRequest, ListGroupsRequest,
-    ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind,
-    TopicName,
+    AlterPartitionReassignmentsRequest, BrokerId, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, ElectLeadersRequest, GroupId,
+    IncrementalAlterConfigsRequest, ListGroupsRequest, ListOffsetsRequest,
+    ListPartitionReassignmentsRequest, OffsetCommitRequest, OffsetFetchRequest, RequestKind,
+    ResponseKind, TopicName,
 };
 use strand_wire::kafka::protocol::StrBytes;
 
@@ -146,6 +151,85 @@ impl Cluster {
                     t.topic.to_string(),
                     p.partition_id,
                     ClientError::check(p.error_code, p.error_message.as_deref()),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// AlterPartitionReassignments (KIP-455): move each `(topic, partition)` to its replica
+    /// list, or cancel its move in flight (`None`). One outcome per partition.
+    pub async fn alter_partition_reassignments(
+        &self,
+        moves: Vec<(String, i32, Option<Vec<i32>>)>,
+    ) -> Result<Vec<(String, i32, Result<(), ClientError>)>, ClientError> {
+        let mut by_topic: BTreeMap<String, Vec<ReassignablePartition>> = BTreeMap::new();
+        for (t, p, target) in moves {
+            let mut rp = ReassignablePartition::default();
+            rp.partition_index = p;
+            rp.replicas = target.map(|r| r.into_iter().map(BrokerId).collect());
+            by_topic.entry(t).or_default().push(rp);
+        }
+        let mut req = AlterPartitionReassignmentsRequest::default();
+        req.timeout_ms = 30_000;
+        req.allow_replication_factor_change = true;
+        req.topics = by_topic
+            .into_iter()
+            .map(|(t, partitions)| {
+                let mut rt = ReassignableTopic::default();
+                rt.name = name(&t);
+                rt.partitions = partitions;
+                rt
+            })
+            .collect();
+        let kind = RequestKind::AlterPartitionReassignments(req);
+        let ResponseKind::AlterPartitionReassignments(r) = self.request(kind).await? else {
+            return Err(unexpected("AlterPartitionReassignments"));
+        };
+        ClientError::check(r.error_code, r.error_message.as_deref())?;
+        let mut out = Vec::new();
+        for t in r.responses {
+            for p in t.partitions {
+                out.push((
+                    t.name.to_string(),
+                    p.partition_index,
+                    ClientError::check(p.error_code, p.error_message.as_deref()),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// ListPartitionReassignments: the moves in flight of `topic` (`None`: every topic), as
+    /// `(topic, partition, replicas, adding, removing)`.
+    #[allow(clippy::type_complexity)]
+    pub async fn list_partition_reassignments(
+        &self,
+        topic: Option<(&str, i32)>,
+    ) -> Result<Vec<(String, i32, Vec<i32>, Vec<i32>, Vec<i32>)>, ClientError> {
+        let mut req = ListPartitionReassignmentsRequest::default();
+        req.timeout_ms = 30_000;
+        req.topics = topic.map(|(t, partitions)| {
+            let mut lt = ListPartitionReassignmentsTopics::default();
+            lt.name = name(t);
+            lt.partition_indexes = (0..partitions).collect();
+            vec![lt]
+        });
+        let kind = RequestKind::ListPartitionReassignments(req);
+        let ResponseKind::ListPartitionReassignments(r) = self.request(kind).await? else {
+            return Err(unexpected("ListPartitionReassignments"));
+        };
+        ClientError::check(r.error_code, r.error_message.as_deref())?;
+        let ids = |v: Vec<BrokerId>| v.into_iter().map(|b| b.0).collect::<Vec<i32>>();
+        let mut out = Vec::new();
+        for t in r.topics {
+            for p in t.partitions {
+                out.push((
+                    t.name.to_string(),
+                    p.partition_index,
+                    ids(p.replicas),
+                    ids(p.adding_replicas),
+                    ids(p.removing_replicas),
                 ));
             }
         }

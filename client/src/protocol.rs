@@ -41,6 +41,8 @@ pub const PREFERRED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeQuorum, 0, 2),
     // v1+: v0 has no election type.
     (ApiKey::ElectLeaders, 1, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
 ];
 
 /// The version of ApiVersions sent first, before anything is known (v3: flexible, and
@@ -176,6 +178,8 @@ pub fn api_of(body: &RequestKind) -> ApiKey {
         RequestKind::DescribeCluster(_) => ApiKey::DescribeCluster,
         RequestKind::DescribeQuorum(_) => ApiKey::DescribeQuorum,
         RequestKind::ElectLeaders(_) => ApiKey::ElectLeaders,
+        RequestKind::AlterPartitionReassignments(_) => ApiKey::AlterPartitionReassignments,
+        RequestKind::ListPartitionReassignments(_) => ApiKey::ListPartitionReassignments,
         // Anything else is refused by `version` (not in PREFERRED).
         _ => ApiKey::SaslAuthenticate,
     }

@@ -13,6 +13,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+mod reassign;
+
 use strand_wire::ErrorCode;
 
 use crate::image::{Image, PartitionState, TopicImage};
@@ -346,15 +348,19 @@ impl Controller {
                     choose_leader(&p.replicas, &isr, &usable)
                 };
                 if leader == p.leader && isr == p.isr {
+                    // Nothing to repair: a reassignment whose targets are all in sync
+                    // completes here if the change that should have completed it did not.
+                    if let Some(done) = self.completion_record(image, t.id, *partition, p) {
+                        self.repairing.insert((t.id, *partition));
+                        records.push(done);
+                    }
                     continue;
                 }
                 self.repairing.insert((t.id, *partition));
                 records.push(MetadataRecord::PartitionChange(PartitionChange {
-                    topic_id: t.id,
-                    partition: *partition,
-                    expected_partition_epoch: p.partition_epoch,
                     leader: (leader != p.leader).then_some(leader),
                     isr: (isr != p.isr).then_some(isr),
+                    ..PartitionChange::new(t.id, *partition, p.partition_epoch)
                 }));
             }
         }
@@ -393,11 +399,9 @@ impl Controller {
                     continue;
                 }
                 records.push(MetadataRecord::PartitionChange(PartitionChange {
-                    topic_id: t.id,
-                    partition: *partition,
-                    expected_partition_epoch: p.partition_epoch,
                     leader,
                     isr: (isr != p.isr).then_some(isr),
+                    ..PartitionChange::new(t.id, *partition, p.partition_epoch)
                 }));
             }
         }
@@ -426,11 +430,8 @@ impl Controller {
                     continue;
                 }
                 records.push(MetadataRecord::PartitionChange(PartitionChange {
-                    topic_id: t.id,
-                    partition: *partition,
-                    expected_partition_epoch: p.partition_epoch,
                     leader: Some(leader),
-                    isr: None,
+                    ..PartitionChange::new(t.id, *partition, p.partition_epoch)
                 }));
             }
         }
@@ -479,6 +480,8 @@ impl Controller {
                 isr,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                adding: Vec::new(),
+                removing: Vec::new(),
             }));
         }
         Ok(records)
@@ -529,6 +532,8 @@ impl Controller {
                     replicas,
                     leader_epoch: 0,
                     partition_epoch: 0,
+                    adding: Vec::new(),
+                    removing: Vec::new(),
                 })
             })
             .collect())
@@ -645,12 +650,15 @@ impl Controller {
         if req.isr == p.isr {
             return Ok(Vec::new());
         }
+        // The ISR that holds every target of a reassignment completes it, in the same change
+        // (KRaft's PartitionChangeBuilder does the same).
+        let usable_node = |n: NodeId| usable(&n);
+        if let Some(done) = reassign::try_complete(p, &req.isr, &usable_node) {
+            return Ok(vec![done.change(t.id, req.partition, p)]);
+        }
         Ok(vec![MetadataRecord::PartitionChange(PartitionChange {
-            topic_id: t.id,
-            partition: req.partition,
-            expected_partition_epoch: p.partition_epoch,
-            leader: None,
             isr: Some(req.isr.clone()),
+            ..PartitionChange::new(t.id, req.partition, p.partition_epoch)
         })])
     }
 
@@ -674,11 +682,9 @@ impl Controller {
         let at = format!("{topic}-{partition}");
         let change = |leader: NodeId, isr: Option<Vec<NodeId>>| {
             vec![MetadataRecord::PartitionChange(PartitionChange {
-                topic_id: t.id,
-                partition,
-                expected_partition_epoch: p.partition_epoch,
                 leader: Some(leader),
                 isr,
+                ..PartitionChange::new(t.id, partition, p.partition_epoch)
             })]
         };
         match election {

@@ -1,6 +1,8 @@
 //! Requests from brokers to the active controller, and its answers (KRaft's
 //! BrokerRegistration, BrokerHeartbeat, CreateTopics, DeleteTopics, CreatePartitions, topic
-//! config changes, AllocateProducerIds, AlterPartition and ElectLeaders, in our own FlatBuffers encoding: `wire/schema/cluster.fbs`, namespace `strand.controller`).
+//! config changes, AllocateProducerIds, AlterPartition, ElectLeaders and
+//! AlterPartitionReassignments, in our own FlatBuffers encoding: `wire/schema/cluster.fbs`,
+//! namespace `strand.controller`).
 //!
 //! A request names a `request_id` chosen by the asker; the answer repeats it. Every node
 //! also answers its own broker's requests in process, with the same types.
@@ -51,6 +53,14 @@ pub enum Request {
         partition: i32,
         election: Election,
     },
+    /// KIP-455: move `topic`-`partition` to the replicas `target` (`None`: cancel the move
+    /// in flight); KIP-860: without `allow_replication_factor_change` the count must stay.
+    AlterReassignment {
+        topic: String,
+        partition: i32,
+        target: Option<Vec<NodeId>>,
+        allow_replication_factor_change: bool,
+    },
 }
 
 impl Request {
@@ -65,6 +75,7 @@ impl Request {
             Request::AlterTopicConfigs { .. } => "alter-topic-configs",
             Request::AlterPartition { .. } => "alter-partition",
             Request::ElectLeader { .. } => "elect-leader",
+            Request::AlterReassignment { .. } => "alter-reassignment",
         }
     }
 
@@ -78,7 +89,9 @@ impl Request {
     /// after it lost the leadership) or its deadline. A preferred election asked again after
     /// it committed answers ELECTION_NOT_NEEDED: the partition is led as asked (Kafka's tool
     /// prints "Valid replica already elected"). An unclean one may not be repeated: if its
-    /// leader was fenced meanwhile, a repeat would pick another out-of-sync replica.
+    /// leader was fenced meanwhile, a repeat would pick another out-of-sync replica. A move
+    /// to a target asked again is "already moving there" (no change); a repeated cancel
+    /// would answer NO_REASSIGNMENT_IN_PROGRESS.
     pub fn repeatable(&self) -> bool {
         match self {
             Request::Register(_)
@@ -87,6 +100,7 @@ impl Request {
             | Request::AlterTopicConfigs { .. }
             | Request::AlterPartition(_) => true,
             Request::ElectLeader { election, .. } => *election == Election::Preferred,
+            Request::AlterReassignment { target, .. } => target.is_some(),
             Request::CreateTopic(_)
             | Request::DeleteTopic { .. }
             | Request::CreatePartitions { .. } => false,
@@ -271,6 +285,28 @@ pub fn encode_request(request_id: u64, req: &Request) -> Vec<u8> {
                 .as_union_value(),
             )
         }
+        Request::AlterReassignment {
+            topic,
+            partition,
+            target,
+            allow_replication_factor_change,
+        } => {
+            let topic = b.create_string(topic);
+            let replicas = target.as_ref().map(|t| b.create_vector(t));
+            (
+                fb::Body::AlterReassignment,
+                fb::AlterReassignment::create(
+                    &mut b,
+                    &fb::AlterReassignmentArgs {
+                        topic: Some(topic),
+                        partition: *partition,
+                        replicas,
+                        allow_replication_factor_change: *allow_replication_factor_change,
+                    },
+                )
+                .as_union_value(),
+            )
+        }
     };
     let root = fb::Request::create(
         &mut b,
@@ -366,6 +402,15 @@ pub fn decode_request(bytes: &[u8]) -> Result<(u64, Request), String> {
                 election: Election::from_code(e.election()).ok_or_else(|| {
                     format!("elect leader: unknown election type {}", e.election())
                 })?,
+            }
+        }
+        fb::Body::AlterReassignment => {
+            let a = r.body_as_alter_reassignment().ok_or_else(unknown)?;
+            Request::AlterReassignment {
+                topic: string(a.topic(), "alter reassignment: topic")?,
+                partition: a.partition(),
+                target: a.replicas().map(|v| v.iter().collect()),
+                allow_replication_factor_change: a.allow_replication_factor_change(),
             }
         }
         _ => return Err(unknown()),
@@ -492,6 +537,18 @@ mod tests {
                 topic: "y".into(),
                 partition: 0,
                 election: Election::Unclean,
+            },
+            Request::AlterReassignment {
+                topic: "x".into(),
+                partition: 1,
+                target: Some(vec![3, 1, 2]),
+                allow_replication_factor_change: false,
+            },
+            Request::AlterReassignment {
+                topic: "x".into(),
+                partition: 2,
+                target: None,
+                allow_replication_factor_change: true,
             },
         ]
     }

@@ -34,9 +34,18 @@ pub struct PartitionState {
     pub leader: NodeId,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    /// A reassignment in flight (KIP-455): replicas being added and replicas to remove once
+    /// every target (`replicas` minus `removing`) is in sync. Both empty when none is.
+    pub adding: Vec<NodeId>,
+    pub removing: Vec<NodeId>,
 }
 
 impl PartitionState {
+    /// Whether a reassignment is in flight.
+    pub fn reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
+
     /// The shard owning this partition on `node`, if `node` holds a replica.
     pub fn shard_on(&self, node: NodeId) -> Option<u32> {
         self.replicas
@@ -233,6 +242,8 @@ impl Image {
             leader: p.leader,
             leader_epoch: p.leader_epoch,
             partition_epoch: p.partition_epoch,
+            adding: p.adding.clone(),
+            removing: p.removing.clone(),
         };
         if let Err(e) = well_formed(&state) {
             return reject(ErrorCode::InvalidReplicaAssignment, e);
@@ -271,11 +282,27 @@ impl Image {
         if let Some(isr) = &c.isr {
             next.isr.clone_from(isr);
         }
+        if let Some(replicas) = &c.replicas {
+            next.replicas.clone_from(replicas);
+        }
+        if let Some(adding) = &c.adding {
+            next.adding.clone_from(adding);
+        }
+        if let Some(removing) = &c.removing {
+            next.removing.clone_from(removing);
+        }
+        let shrunk = match replicas_removed(p, &next) {
+            Ok(shrunk) => shrunk,
+            Err(e) => return reject(ErrorCode::InvalidRequest, e),
+        };
+        let moved = c.leader.is_some_and(|l| l != p.leader);
         if let Some(leader) = c.leader {
-            if leader != p.leader {
-                next.leader = leader;
-                next.leader_epoch += 1;
-            }
+            next.leader = leader;
+        }
+        // A new leader epoch when the leader moves, and when replicas leave (as KRaft's
+        // PartitionChangeBuilder): a removed replica's fetches are then fenced.
+        if moved || shrunk {
+            next.leader_epoch += 1;
         }
         next.partition_epoch += 1;
         if let Err(e) = well_formed(&next) {
@@ -335,6 +362,8 @@ impl Image {
                     leader: p.leader,
                     leader_epoch: p.leader_epoch,
                     partition_epoch: p.partition_epoch,
+                    adding: p.adding.clone(),
+                    removing: p.removing.clone(),
                 }));
             }
         }
@@ -400,5 +429,48 @@ fn well_formed(p: &PartitionState) -> Result<(), String> {
     if p.leader != NO_LEADER && !p.isr.contains(&p.leader) {
         return Err(format!("leader {} is not in the ISR {:?}", p.leader, p.isr));
     }
+    let listed = |n: &NodeId| nodes.binary_search(n).is_ok();
+    let mut moving: Vec<NodeId> = p.adding.iter().chain(&p.removing).copied().collect();
+    moving.sort_unstable();
+    moving.dedup();
+    if moving.len() != p.adding.len() + p.removing.len()
+        || !moving.iter().all(listed)
+        || p.removing.len() >= nodes.len()
+    {
+        return Err(format!(
+            "adding {:?} and removing {:?} must be distinct replicas of {nodes:?}, and leave a \
+             target",
+            p.adding, p.removing
+        ));
+    }
     Ok(())
+}
+
+/// Whether the change from `old` to `next` removes replicas, checked as a reassignment
+/// allows: a replica leaves only when a reassignment completes (it was `removing`, and every
+/// remaining replica is in the new ISR: "removed only once all targets are in sync") or is
+/// cancelled (it was `adding`).
+fn replicas_removed(old: &PartitionState, next: &PartitionState) -> Result<bool, String> {
+    let gone: Vec<NodeId> = old
+        .replicas
+        .iter()
+        .map(|r| r.node)
+        .filter(|n| next.shard_on(*n).is_none())
+        .collect();
+    for n in &gone {
+        if old.removing.contains(n) {
+            if let Some(out) = next.replicas.iter().find(|r| !next.isr.contains(&r.node)) {
+                return Err(format!(
+                    "replica {n} is removed while target {} is not in the ISR {:?}",
+                    out.node, next.isr
+                ));
+            }
+        } else if !old.adding.contains(n) {
+            return Err(format!(
+                "replica {n} is removed outside a reassignment (replicas {:?})",
+                old.replicas
+            ));
+        }
+    }
+    Ok(!gone.is_empty())
 }

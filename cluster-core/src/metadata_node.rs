@@ -214,7 +214,8 @@ impl MetadataNode {
                 | Request::DeleteTopic { .. }
                 | Request::CreatePartitions { .. }
                 | Request::AlterTopicConfigs { .. }
-                | Request::ElectLeader { .. } => None,
+                | Request::ElectLeader { .. }
+                | Request::AlterReassignment { .. } => None,
             };
             if let Some(named) = named.filter(|n| *n != from) {
                 // The transport authenticated `from`: a node may speak only for itself.
@@ -274,6 +275,21 @@ impl MetadataNode {
                 election,
             } => controller
                 .elect_leader(image, topic, *partition, *election)
+                .map(|recs| (recs, Expect::Nothing)),
+            Request::AlterReassignment {
+                topic,
+                partition,
+                target,
+                allow_replication_factor_change,
+            } => controller
+                .alter_reassignment(
+                    image,
+                    topic,
+                    *partition,
+                    target.as_deref(),
+                    *allow_replication_factor_change,
+                    &*self.shard_of,
+                )
                 .map(|recs| (recs, Expect::Nothing)),
             Request::AllocateProducerIds { node_id } => {
                 let start = self.producer_ids_proposed_until.max(image.next_producer_id);

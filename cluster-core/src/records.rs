@@ -64,11 +64,17 @@ pub struct PartitionRecord {
     pub leader_epoch: i32,
     /// Bumped at every change of any kind; a change names the epoch it was computed from.
     pub partition_epoch: i32,
+    /// A reassignment in flight (KIP-455): replicas being added (copying the log, not yet
+    /// all in sync) and replicas to remove once every target is in sync. Both empty when
+    /// none is; the targets are `replicas` minus `removing`.
+    pub adding: Vec<NodeId>,
+    pub removing: Vec<NodeId>,
 }
 
-/// A change to a partition's leader and/or ISR, computed by the controller from the state at
+/// A change to a partition, computed by the controller from the state at
 /// `expected_partition_epoch`; applied only if the partition is still at that epoch (two
-/// changes computed from the same state cannot both apply).
+/// changes computed from the same state cannot both apply). `None` leaves a field as it is
+/// (`Some(vec![])` clears a list).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionChange {
     pub topic_id: TopicId,
@@ -76,6 +82,27 @@ pub struct PartitionChange {
     pub expected_partition_epoch: i32,
     pub leader: Option<NodeId>,
     pub isr: Option<Vec<NodeId>>,
+    /// A reassignment's new replica set (KIP-455), and its adding / removing lists.
+    pub replicas: Option<Vec<Replica>>,
+    pub adding: Option<Vec<NodeId>>,
+    pub removing: Option<Vec<NodeId>>,
+}
+
+impl PartitionChange {
+    /// A change of nothing yet, from the state at `expected_partition_epoch`: callers set the
+    /// fields they change.
+    pub fn new(topic_id: TopicId, partition: i32, expected_partition_epoch: i32) -> Self {
+        PartitionChange {
+            topic_id,
+            partition,
+            expected_partition_epoch,
+            leader: None,
+            isr: None,
+            replicas: None,
+            adding: None,
+            removing: None,
+        }
+    }
 }
 
 /// A broker's state in a snapshot.

@@ -230,6 +230,9 @@ fn record<'a>(b: &mut FlatBufferBuilder<'a>, r: &MetadataRecord) -> WIPOffset<fb
         }
         MetadataRecord::PartitionChange(c) => {
             let isr = c.isr.as_ref().map(|isr| b.create_vector(isr));
+            let replicas = c.replicas.as_ref().map(|r| replica_vector(b, r));
+            let adding = c.adding.as_ref().map(|v| b.create_vector(v));
+            let removing = c.removing.as_ref().map(|v| b.create_vector(v));
             let id = id_of(&c.topic_id);
             (
                 fb::Body::PartitionChange,
@@ -241,6 +244,9 @@ fn record<'a>(b: &mut FlatBufferBuilder<'a>, r: &MetadataRecord) -> WIPOffset<fb
                         expected_partition_epoch: c.expected_partition_epoch,
                         leader: c.leader,
                         isr,
+                        replicas,
+                        adding,
+                        removing,
                     },
                 )
                 .as_union_value(),
@@ -313,13 +319,11 @@ fn partition<'a>(
     b: &mut FlatBufferBuilder<'a>,
     p: &PartitionRecord,
 ) -> WIPOffset<fb::PartitionRecord<'a>> {
-    let replicas: Vec<fb::Replica> = p
-        .replicas
-        .iter()
-        .map(|r| fb::Replica::new(r.node, r.shard))
-        .collect();
-    let replicas = b.create_vector(&replicas);
+    let replicas = replica_vector(b, &p.replicas);
     let isr = b.create_vector(&p.isr);
+    // Absent when empty (no reassignment: the common case, in every snapshot).
+    let adding = (!p.adding.is_empty()).then(|| b.create_vector(&p.adding));
+    let removing = (!p.removing.is_empty()).then(|| b.create_vector(&p.removing));
     let id = id_of(&p.topic_id);
     fb::PartitionRecord::create(
         b,
@@ -331,8 +335,32 @@ fn partition<'a>(
             leader: p.leader,
             leader_epoch: p.leader_epoch,
             partition_epoch: p.partition_epoch,
+            adding,
+            removing,
         },
     )
+}
+
+fn replica_vector<'a>(
+    b: &mut FlatBufferBuilder<'a>,
+    replicas: &[Replica],
+) -> WIPOffset<Vector<'a, fb::Replica>> {
+    let replicas: Vec<fb::Replica> = replicas
+        .iter()
+        .map(|r| fb::Replica::new(r.node, r.shard))
+        .collect();
+    b.create_vector(&replicas)
+}
+
+fn replicas_from(v: Option<Vector<'_, fb::Replica>>) -> Option<Vec<Replica>> {
+    v.map(|v| {
+        v.iter()
+            .map(|r| Replica {
+                node: r.node(),
+                shard: r.shard(),
+            })
+            .collect()
+    })
 }
 
 pub(crate) fn string(s: Option<&str>, what: &str) -> Result<String, String> {
@@ -413,21 +441,13 @@ fn decode_record(r: fb::Record) -> Result<MetadataRecord, String> {
             MetadataRecord::Partition(PartitionRecord {
                 topic_id: id_from(p.topic_id(), "partition")?,
                 partition: p.partition(),
-                replicas: p
-                    .replicas()
-                    .map(|v| {
-                        v.iter()
-                            .map(|r| Replica {
-                                node: r.node(),
-                                shard: r.shard(),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                replicas: replicas_from(p.replicas()).unwrap_or_default(),
                 isr: ints(p.isr()),
                 leader: p.leader(),
                 leader_epoch: p.leader_epoch(),
                 partition_epoch: p.partition_epoch(),
+                adding: ints(p.adding()),
+                removing: ints(p.removing()),
             })
         }
         fb::Body::PartitionChange => {
@@ -438,6 +458,9 @@ fn decode_record(r: fb::Record) -> Result<MetadataRecord, String> {
                 expected_partition_epoch: c.expected_partition_epoch(),
                 leader: c.leader(),
                 isr: c.isr().map(|v| v.iter().collect()),
+                replicas: replicas_from(c.replicas()),
+                adding: c.adding().map(|v| v.iter().collect()),
+                removing: c.removing().map(|v| v.iter().collect()),
             })
         }
         fb::Body::RemoveTopic => {

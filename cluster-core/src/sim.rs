@@ -11,6 +11,8 @@ use crate::image::{Applied, Image};
 use crate::placement::Refusal;
 use crate::records::{BrokerRegistration, Endpoint, MetadataRecord, NodeId, TopicId, NO_LEADER};
 
+mod reassignment;
+
 const SESSION_MS: u64 = 9_000;
 const HEARTBEAT_MS: u64 = 500;
 
@@ -498,11 +500,8 @@ fn a_change_computed_from_a_stale_partition_epoch_is_rejected_everywhere() {
     let p = s.image().partition("t", 0).unwrap().clone();
     let change = |leader| {
         MetadataRecord::PartitionChange(crate::records::PartitionChange {
-            topic_id: id,
-            partition: 0,
-            expected_partition_epoch: p.partition_epoch,
             leader: Some(leader),
-            isr: None,
+            ..crate::records::PartitionChange::new(id, 0, p.partition_epoch)
         })
     };
     let other = if p.leader == 1 { 2 } else { 1 };
@@ -515,11 +514,9 @@ fn a_change_computed_from_a_stale_partition_epoch_is_rejected_everywhere() {
     assert_eq!(s.image().partition("t", 0).unwrap().leader, other);
     // A leader outside the ISR is refused, not applied.
     let bad = MetadataRecord::PartitionChange(crate::records::PartitionChange {
-        topic_id: id,
-        partition: 0,
-        expected_partition_epoch: p.partition_epoch + 1,
         leader: Some(other),
         isr: Some(vec![p.leader]),
+        ..crate::records::PartitionChange::new(id, 0, p.partition_epoch + 1)
     });
     assert!(matches!(s.commit(vec![bad])[0], Applied::Rejected(..)));
 }

@@ -30,6 +30,9 @@ pub struct PartitionView {
     pub isr: Vec<NodeId>,
     /// Bumped by every change of leader or ISR (an AlterPartition names the one it changes).
     pub partition_epoch: i32,
+    /// A reassignment in flight (KIP-455): replicas being added and being removed.
+    pub adding: Vec<NodeId>,
+    pub removing: Vec<NodeId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,6 +117,8 @@ impl ClusterView {
                         replicas: p.replicas.clone(),
                         isr: p.isr.clone(),
                         partition_epoch: p.partition_epoch,
+                        adding: p.adding.clone(),
+                        removing: p.removing.clone(),
                     })
                     .collect::<Vec<_>>();
                 debug_assert!(
@@ -213,6 +218,8 @@ mod tests {
                     leader,
                     leader_epoch: 3,
                     partition_epoch: 1,
+                    adding: Vec::new(),
+                    removing: Vec::new(),
                 },
             );
         }

@@ -16,13 +16,11 @@ use crate::catalog::{CatalogOp, Resource};
 use crate::node::Node;
 
 /// The catalog's name for a config resource of Kafka's type `resource_type`: a topic, this
-/// broker (by its id, or "" for the cluster default) or a group.
-pub fn resource(resource_type: i8, name: &str) -> Result<Resource, &'static str> {
+/// broker (by its id `me`, or "" for the cluster default) or a group.
+pub fn resource(resource_type: i8, name: &str, me: i32) -> Result<Resource, &'static str> {
     match resource_type {
         RESOURCE_TOPIC => Ok(Resource::Topic(name.to_string())),
-        RESOURCE_BROKER if name.is_empty() || name == super::NODE_ID.to_string() => {
-            Ok(Resource::Broker)
-        }
+        RESOURCE_BROKER if name.is_empty() || name == me.to_string() => Ok(Resource::Broker),
         RESOURCE_BROKER => Err("no such broker"),
         RESOURCE_GROUP => Ok(Resource::Group(name.to_string())),
         _ => Err("only topic, broker and group configs can be altered"),
@@ -41,7 +39,7 @@ pub async fn alter_resources<C>(
     let mut changes = Vec::new();
     let mut slots = Vec::new();
     for (resource_type, name, change) in resources {
-        match resource(resource_type, &name) {
+        match resource(resource_type, &name, node.node_id()) {
             Ok(r) => {
                 slots.push(answers.len());
                 changes.push((r, change));

@@ -20,6 +20,9 @@ use crate::storage::PartitionLog;
 /// The broker id of a single node (Kafka's `node.id` default for one broker).
 pub const SINGLE_NODE_ID: i32 = 0;
 
+/// IncrementalAlterConfigs' DELETE operation.
+const CONFIG_OP_DELETE: i8 = 1;
+
 /// Kafka's file naming the topic id a partition directory belongs to.
 const PARTITION_METADATA: &str = "partition.metadata";
 
@@ -288,6 +291,21 @@ impl Node {
         };
         const NOT_TOPIC: &str =
             "broker and group configs cannot be changed in a cluster yet; topic configs can";
+        // Broker configs cannot change in a cluster yet, but deleting keys that are not set
+        // changes nothing and succeeds: `kafka-reassign-partitions --verify` / `--cancel`
+        // clear replication throttles that way on every broker.
+        let no_op: Vec<bool> = match &op {
+            CatalogOp::AlterConfigs(items) => items
+                .iter()
+                .map(|(r, ops)| {
+                    *r == Resource::Broker
+                        && ops.iter().all(|(key, code, _)| {
+                            *code == CONFIG_OP_DELETE && !before.broker_configs.contains_key(key)
+                        })
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         let requests: Vec<Option<Request>> = match op {
             CatalogOp::Create(topics) => topics
                 .into_iter()
@@ -318,21 +336,27 @@ impl Node {
         };
         // Up to CONTROLLER_CALLS_IN_FLIGHT topics asked at once: the quorum commits them
         // together instead of one round (and one fdatasync) per topic.
-        let calls = requests.into_iter().zip(checks).map(|(req, check)| {
-            let handle = handle.clone();
-            async move {
-                match (check, req) {
-                    (Err(refused), _) => Err(refused),
-                    (Ok(()), None) => Err((ErrorCode::InvalidRequest, NOT_TOPIC.to_string())),
-                    (Ok(()), Some(Request::AlterTopicConfigs { changes, .. }))
-                        if changes.is_empty() =>
-                    {
-                        Ok(()) // nothing changes
+        let calls = requests
+            .into_iter()
+            .zip(checks)
+            .enumerate()
+            .map(|(i, (req, check))| {
+                let handle = handle.clone();
+                let no_op = no_op.get(i).copied().unwrap_or(false);
+                async move {
+                    match (check, req) {
+                        (Err(refused), _) => Err(refused),
+                        (Ok(()), None) if no_op => Ok(()),
+                        (Ok(()), None) => Err((ErrorCode::InvalidRequest, NOT_TOPIC.to_string())),
+                        (Ok(()), Some(Request::AlterTopicConfigs { changes, .. }))
+                            if changes.is_empty() =>
+                        {
+                            Ok(()) // nothing changes
+                        }
+                        (Ok(()), Some(req)) => answered(handle.call(req).await.error),
                     }
-                    (Ok(()), Some(req)) => answered(handle.call(req).await.error),
                 }
-            }
-        });
+            });
         bounded_in_flight(calls).await
     }
 }
@@ -348,7 +372,6 @@ impl Node {
         partitions: Vec<(String, i32)>,
         election: Election,
     ) -> Vec<OpResult> {
-        const ASKS_MAX: usize = 10;
         let Some(handle) = self.shared.cluster.clone() else {
             let catalog = self.catalog();
             return partitions
@@ -367,33 +390,36 @@ impl Node {
         };
         let calls = partitions.into_iter().map(|(topic, partition)| {
             let handle = handle.clone();
-            async move {
-                let mut asks = 0;
-                loop {
-                    asks += 1;
-                    let req = Request::ElectLeader {
-                        topic: topic.clone(),
-                        partition,
-                        election,
-                    };
-                    match handle.call(req).await.error {
-                        // Each ask decides from a newer image; Kafka never answers this code.
-                        Some((ErrorCode::InvalidUpdateVersion, _)) if asks < ASKS_MAX => {}
-                        Some((ErrorCode::InvalidUpdateVersion, _)) => {
-                            return Err((
-                                ErrorCode::RequestTimedOut,
-                                format!(
-                                "{topic}-{partition} kept changing during the election; ask again"
-                            ),
-                            ))
-                        }
-                        other => return answered(other),
-                    }
-                }
-            }
+            let req = Request::ElectLeader {
+                topic: topic.clone(),
+                partition,
+                election,
+            };
+            ask_partition_change(handle, format!("{topic}-{partition}"), req)
         });
         bounded_in_flight(calls).await
     }
+}
+
+/// Asks the controller for a partition change; one that lost a race with another change of
+/// the partition (INVALID_UPDATE_VERSION) is asked again, each ask deciding from a newer
+/// image (Kafka never answers this code), a few times before REQUEST_TIMED_OUT.
+pub(super) async fn ask_partition_change(
+    handle: ClusterHandle,
+    what: String,
+    req: Request,
+) -> OpResult {
+    const ASKS_MAX: usize = 10;
+    for _ in 0..ASKS_MAX {
+        match handle.call(req.clone()).await.error {
+            Some((ErrorCode::InvalidUpdateVersion, _)) => {}
+            other => return answered(other),
+        }
+    }
+    Err((
+        ErrorCode::RequestTimedOut,
+        format!("{what} kept changing meanwhile; ask again"),
+    ))
 }
 
 impl Node {
@@ -469,7 +495,7 @@ fn remove_strays(
 
 /// Runs `calls` (controller asks) with up to CONTROLLER_CALLS_IN_FLIGHT at once, so the quorum
 /// commits them together; their outcomes in order.
-async fn bounded_in_flight<F>(calls: impl IntoIterator<Item = F>) -> Vec<OpResult>
+pub(super) async fn bounded_in_flight<F>(calls: impl IntoIterator<Item = F>) -> Vec<OpResult>
 where
     F: std::future::Future<Output = OpResult> + 'static,
 {

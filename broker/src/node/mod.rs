@@ -39,6 +39,7 @@ mod fetch_probe;
 pub(crate) use fetch_probe::Probe;
 pub mod group_service;
 mod partition_ops;
+mod reassign;
 mod replica_fetcher;
 mod replica_leader;
 mod replica_serve;

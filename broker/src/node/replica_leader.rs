@@ -253,7 +253,8 @@ impl Node {
                         && p.isr.contains(&view.me) =>
                 {
                     if p.partition_epoch != led.partition_epoch {
-                        changed.push((tp.clone(), p.isr.clone(), p.partition_epoch));
+                        let replicas: Vec<i32> = p.replicas.iter().map(|r| r.node).collect();
+                        changed.push((tp.clone(), replicas, p.isr.clone(), p.partition_epoch));
                     }
                 }
                 _ => gone.push(tp.clone()),
@@ -266,7 +267,8 @@ impl Node {
                 }
             }
         }
-        for (tp, isr, partition_epoch) in changed {
+        let now_ms = crate::runtime::clock::now_ms().max(0) as u64;
+        for (tp, replicas, isr, partition_epoch) in changed {
             let effects = {
                 let mut leaders = self.leaders.borrow_mut();
                 let Some(led) = leaders.get_mut(&tp) else {
@@ -274,8 +276,11 @@ impl Node {
                 };
                 led.partition_epoch = partition_epoch;
                 led.to_propose = None;
-                info!(topic = %tp.0, partition = tp.1, ?isr, "ISR committed");
-                led.core.isr_committed(isr)
+                info!(topic = %tp.0, partition = tp.1, ?replicas, ?isr, "partition state committed");
+                // A reassignment's added replica gets a follower entry here (it is then
+                // proposed into the ISR once caught up); a removed one is dropped. A removal
+                // also bumps the leader epoch, so this state is rebuilt instead.
+                led.core.replicas_committed(&replicas, isr, now_ms)
             };
             self.carry_out(&tp, effects);
         }

@@ -57,6 +57,8 @@ fn every_kind() -> Vec<MetadataRecord> {
             leader: 1,
             leader_epoch: 5,
             partition_epoch: 9,
+            adding: vec![2],
+            removing: vec![],
         }),
         MetadataRecord::Partition(PartitionRecord {
             topic_id: id,
@@ -66,27 +68,44 @@ fn every_kind() -> Vec<MetadataRecord> {
             leader: -1,
             leader_epoch: 0,
             partition_epoch: 0,
+            adding: vec![],
+            removing: vec![],
         }),
         MetadataRecord::PartitionChange(PartitionChange {
-            topic_id: id,
-            partition: 11,
-            expected_partition_epoch: 9,
             leader: Some(-1),
-            isr: None,
+            ..PartitionChange::new(id, 11, 9)
         }),
         MetadataRecord::PartitionChange(PartitionChange {
-            topic_id: id,
-            partition: 11,
-            expected_partition_epoch: 10,
-            leader: None,
             isr: Some(vec![]),
+            ..PartitionChange::new(id, 11, 10)
         }),
         MetadataRecord::PartitionChange(PartitionChange {
-            topic_id: id,
-            partition: 1,
-            expected_partition_epoch: 0,
             leader: Some(0),
             isr: Some(vec![0, 2]),
+            ..PartitionChange::new(id, 1, 0)
+        }),
+        // A reassignment (KIP-455): replicas widened with adding / removing, then completed
+        // (both lists cleared: `Some(vec![])` is not `None`).
+        MetadataRecord::PartitionChange(PartitionChange {
+            replicas: Some(vec![
+                Replica { node: 2, shard: 1 },
+                Replica { node: 3, shard: 0 },
+                Replica { node: 1, shard: 3 },
+            ]),
+            adding: Some(vec![3]),
+            removing: Some(vec![1]),
+            ..PartitionChange::new(id, 11, 11)
+        }),
+        MetadataRecord::PartitionChange(PartitionChange {
+            leader: Some(2),
+            isr: Some(vec![2, 3]),
+            replicas: Some(vec![
+                Replica { node: 2, shard: 1 },
+                Replica { node: 3, shard: 0 },
+            ]),
+            adding: Some(vec![]),
+            removing: Some(vec![]),
+            ..PartitionChange::new(id, 11, 12)
         }),
         MetadataRecord::RemoveTopic { id },
         MetadataRecord::TopicConfig {

@@ -66,6 +66,8 @@ pub struct PartitionLeader {
     followers: BTreeMap<NodeId, Follower>,
     log_end: i64,
     high_watermark: i64,
+    /// `min.insync.replicas` as configured, and as applied (capped at the replica count).
+    min_insync_configured: usize,
     min_insync_replicas: usize,
     lag_max_ms: u64,
     /// `acks=all` requests waiting for the high watermark: (token, end offset), in offset order.
@@ -110,6 +112,7 @@ impl PartitionLeader {
             followers,
             log_end,
             high_watermark,
+            min_insync_configured: min_insync_replicas,
             min_insync_replicas: min_insync_replicas.clamp(1, replicas.len().max(1)),
             lag_max_ms,
             waiting: VecDeque::new(),
@@ -237,7 +240,33 @@ impl PartitionLeader {
     /// waiting are judged by it when the high watermark reaches them).
     pub fn set_min_insync_replicas(&mut self, min_insync_replicas: usize) {
         let replicas = self.followers.len() + 1;
+        self.min_insync_configured = min_insync_replicas;
         self.min_insync_replicas = min_insync_replicas.clamp(1, replicas);
+    }
+
+    /// The quorum committed a partition state with these `replicas` and `isr` (a
+    /// reassignment widened or narrowed the replica set, or only the ISR changed): a new
+    /// replica starts with nothing (outside the ISR; it is proposed in once it has caught
+    /// up, as any follower), a removed one is forgotten, and the effective
+    /// `min.insync.replicas` follows the replica count.
+    pub fn replicas_committed(
+        &mut self,
+        replicas: &[NodeId],
+        isr: Vec<NodeId>,
+        now_ms: u64,
+    ) -> Vec<Effect> {
+        assert!(replicas.contains(&self.me), "the leader is not a replica");
+        self.followers.retain(|n, _| replicas.contains(n));
+        for &r in replicas.iter().filter(|&&r| r != self.me) {
+            let log_end = self.log_end;
+            self.followers.entry(r).or_insert_with(|| Follower {
+                log_end: 0,
+                caught_up_ms: now_ms,
+                previous_fetch: (log_end, now_ms),
+            });
+        }
+        self.set_min_insync_replicas(self.min_insync_configured);
+        self.isr_committed(isr)
     }
 
     /// The proposal was refused (nothing was written): the next input may propose again, and

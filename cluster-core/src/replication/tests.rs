@@ -259,3 +259,53 @@ fn a_follower_missing_the_leaders_epoch_asks_again_until_they_agree() {
     assert_eq!((log_end, rounds), (40, 2));
     assert_eq!(follower.entries(), &[(1, 0)]);
 }
+
+#[test]
+fn a_replica_added_by_a_reassignment_catches_up_and_is_proposed_into_the_isr() {
+    // Replicas 1, 2 (both in sync), min.insync.replicas 3: capped at 2 until a third exists.
+    let mut l = PartitionLeader::new(1, &[1, 2], vec![1, 2], 0, 0, 3, LAG_MS, 0);
+    l.appended(10, None);
+    l.fetched(2, 10, 1, true);
+    assert_eq!(l.high_watermark(), 10);
+    // Node 3 is added (outside the ISR): the watermark does not wait for it.
+    assert!(l.replicas_committed(&[1, 2, 3], vec![1, 2], 2).is_empty());
+    assert_eq!(
+        l.admit_acks_all(),
+        Err(ErrorCode::NotEnoughReplicas),
+        "min ISR now 3"
+    );
+    l.appended(20, None);
+    assert_eq!(l.fetched(2, 20, 3, true), vec![Effect::HighWatermark(20)]);
+    // It copies the log: part way, nothing; at the high watermark it is proposed in.
+    assert!(l.fetched(3, 5, 4, true).is_empty());
+    assert_eq!(
+        l.fetched(3, 20, 5, true),
+        vec![Effect::ProposeIsr(vec![1, 2, 3])]
+    );
+    assert!(l
+        .replicas_committed(&[1, 2, 3], vec![1, 2, 3], 6)
+        .is_empty());
+    assert_eq!(l.admit_acks_all(), Ok(()));
+    assert_eq!(l.high_watermark(), 20);
+}
+
+#[test]
+fn a_replica_removed_by_a_reassignment_no_longer_holds_the_watermark_back() {
+    let mut l = leader(1);
+    l.appended(10, Some(1));
+    l.fetched(2, 10, 1, true);
+    assert!(acked(&l.fetched(3, 4, 1, true)).is_empty());
+    // Node 3 leaves the replicas (and the ISR): the request waiting on it completes.
+    let e = l.replicas_committed(&[1, 2], vec![1, 2], 2);
+    assert_eq!(
+        e,
+        vec![
+            Effect::HighWatermark(10),
+            Effect::Acked {
+                token: 1,
+                result: Ok(())
+            }
+        ]
+    );
+    assert!(l.follower(3).is_none());
+}

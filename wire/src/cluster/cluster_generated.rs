@@ -1207,6 +1207,8 @@ impl<'a> PartitionRecord<'a> {
   pub const VT_LEADER: flatbuffers::VOffsetT = 12;
   pub const VT_LEADER_EPOCH: flatbuffers::VOffsetT = 14;
   pub const VT_PARTITION_EPOCH: flatbuffers::VOffsetT = 16;
+  pub const VT_ADDING: flatbuffers::VOffsetT = 18;
+  pub const VT_REMOVING: flatbuffers::VOffsetT = 20;
 
   #[inline]
   pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
@@ -1218,6 +1220,8 @@ impl<'a> PartitionRecord<'a> {
     args: &'args PartitionRecordArgs<'args>
   ) -> flatbuffers::WIPOffset<PartitionRecord<'bldr>> {
     let mut builder = PartitionRecordBuilder::new(_fbb);
+    if let Some(x) = args.removing { builder.add_removing(x); }
+    if let Some(x) = args.adding { builder.add_adding(x); }
     builder.add_partition_epoch(args.partition_epoch);
     builder.add_leader_epoch(args.leader_epoch);
     builder.add_leader(args.leader);
@@ -1278,6 +1282,22 @@ impl<'a> PartitionRecord<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<i32>(PartitionRecord::VT_PARTITION_EPOCH, Some(0)).unwrap()}
   }
+  /// A reassignment in flight (KIP-455): replicas being added, and replicas removed once
+  /// every target is in sync (absent in records written before reassignment existed).
+  #[inline]
+  pub fn adding(&self) -> Option<flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, i32>>>(PartitionRecord::VT_ADDING, None)}
+  }
+  #[inline]
+  pub fn removing(&self) -> Option<flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, i32>>>(PartitionRecord::VT_REMOVING, None)}
+  }
 }
 
 impl flatbuffers::Verifiable for PartitionRecord<'_> {
@@ -1294,6 +1314,8 @@ impl flatbuffers::Verifiable for PartitionRecord<'_> {
      .visit_field::<i32>("leader", Self::VT_LEADER, false)?
      .visit_field::<i32>("leader_epoch", Self::VT_LEADER_EPOCH, false)?
      .visit_field::<i32>("partition_epoch", Self::VT_PARTITION_EPOCH, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, i32>>>("adding", Self::VT_ADDING, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, i32>>>("removing", Self::VT_REMOVING, false)?
      .finish();
     Ok(())
   }
@@ -1306,6 +1328,8 @@ pub struct PartitionRecordArgs<'a> {
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    pub adding: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, i32>>>,
+    pub removing: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for PartitionRecordArgs<'a> {
   #[inline]
@@ -1318,6 +1342,8 @@ impl<'a> Default for PartitionRecordArgs<'a> {
       leader: 0,
       leader_epoch: 0,
       partition_epoch: 0,
+      adding: None,
+      removing: None,
     }
   }
 }
@@ -1356,6 +1382,14 @@ impl<'a: 'b, 'b> PartitionRecordBuilder<'a, 'b> {
     self.fbb_.push_slot::<i32>(PartitionRecord::VT_PARTITION_EPOCH, partition_epoch, 0);
   }
   #[inline]
+  pub fn add_adding(&mut self, adding: flatbuffers::WIPOffset<flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(PartitionRecord::VT_ADDING, adding);
+  }
+  #[inline]
+  pub fn add_removing(&mut self, removing: flatbuffers::WIPOffset<flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(PartitionRecord::VT_REMOVING, removing);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> PartitionRecordBuilder<'a, 'b> {
     let start = _fbb.start_table();
     PartitionRecordBuilder {
@@ -1380,6 +1414,8 @@ impl core::fmt::Debug for PartitionRecord<'_> {
       ds.field("leader", &self.leader());
       ds.field("leader_epoch", &self.leader_epoch());
       ds.field("partition_epoch", &self.partition_epoch());
+      ds.field("adding", &self.adding());
+      ds.field("removing", &self.removing());
       ds.finish()
   }
 }
@@ -1404,6 +1440,9 @@ impl<'a> PartitionChange<'a> {
   pub const VT_EXPECTED_PARTITION_EPOCH: flatbuffers::VOffsetT = 8;
   pub const VT_LEADER: flatbuffers::VOffsetT = 10;
   pub const VT_ISR: flatbuffers::VOffsetT = 12;
+  pub const VT_REPLICAS: flatbuffers::VOffsetT = 14;
+  pub const VT_ADDING: flatbuffers::VOffsetT = 16;
+  pub const VT_REMOVING: flatbuffers::VOffsetT = 18;
 
   #[inline]
   pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
@@ -1415,6 +1454,9 @@ impl<'a> PartitionChange<'a> {
     args: &'args PartitionChangeArgs<'args>
   ) -> flatbuffers::WIPOffset<PartitionChange<'bldr>> {
     let mut builder = PartitionChangeBuilder::new(_fbb);
+    if let Some(x) = args.removing { builder.add_removing(x); }
+    if let Some(x) = args.adding { builder.add_adding(x); }
+    if let Some(x) = args.replicas { builder.add_replicas(x); }
     if let Some(x) = args.isr { builder.add_isr(x); }
     if let Some(x) = args.leader { builder.add_leader(x); }
     builder.add_expected_partition_epoch(args.expected_partition_epoch);
@@ -1461,6 +1503,29 @@ impl<'a> PartitionChange<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, i32>>>(PartitionChange::VT_ISR, None)}
   }
+  /// Absent: unchanged (a reassignment's new replica set and its adding / removing lists;
+  /// an empty list clears one).
+  #[inline]
+  pub fn replicas(&self) -> Option<flatbuffers::Vector<'a, Replica>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, Replica>>>(PartitionChange::VT_REPLICAS, None)}
+  }
+  #[inline]
+  pub fn adding(&self) -> Option<flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, i32>>>(PartitionChange::VT_ADDING, None)}
+  }
+  #[inline]
+  pub fn removing(&self) -> Option<flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, i32>>>(PartitionChange::VT_REMOVING, None)}
+  }
 }
 
 impl flatbuffers::Verifiable for PartitionChange<'_> {
@@ -1475,6 +1540,9 @@ impl flatbuffers::Verifiable for PartitionChange<'_> {
      .visit_field::<i32>("expected_partition_epoch", Self::VT_EXPECTED_PARTITION_EPOCH, false)?
      .visit_field::<i32>("leader", Self::VT_LEADER, false)?
      .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, i32>>>("isr", Self::VT_ISR, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, Replica>>>("replicas", Self::VT_REPLICAS, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, i32>>>("adding", Self::VT_ADDING, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, i32>>>("removing", Self::VT_REMOVING, false)?
      .finish();
     Ok(())
   }
@@ -1485,6 +1553,9 @@ pub struct PartitionChangeArgs<'a> {
     pub expected_partition_epoch: i32,
     pub leader: Option<i32>,
     pub isr: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, i32>>>,
+    pub replicas: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, Replica>>>,
+    pub adding: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, i32>>>,
+    pub removing: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, i32>>>,
 }
 impl<'a> Default for PartitionChangeArgs<'a> {
   #[inline]
@@ -1495,6 +1566,9 @@ impl<'a> Default for PartitionChangeArgs<'a> {
       expected_partition_epoch: 0,
       leader: None,
       isr: None,
+      replicas: None,
+      adding: None,
+      removing: None,
     }
   }
 }
@@ -1525,6 +1599,18 @@ impl<'a: 'b, 'b> PartitionChangeBuilder<'a, 'b> {
     self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(PartitionChange::VT_ISR, isr);
   }
   #[inline]
+  pub fn add_replicas(&mut self, replicas: flatbuffers::WIPOffset<flatbuffers::Vector<'b , Replica>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(PartitionChange::VT_REPLICAS, replicas);
+  }
+  #[inline]
+  pub fn add_adding(&mut self, adding: flatbuffers::WIPOffset<flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(PartitionChange::VT_ADDING, adding);
+  }
+  #[inline]
+  pub fn add_removing(&mut self, removing: flatbuffers::WIPOffset<flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(PartitionChange::VT_REMOVING, removing);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> PartitionChangeBuilder<'a, 'b> {
     let start = _fbb.start_table();
     PartitionChangeBuilder {
@@ -1547,6 +1633,9 @@ impl core::fmt::Debug for PartitionChange<'_> {
       ds.field("expected_partition_epoch", &self.expected_partition_epoch());
       ds.field("leader", &self.leader());
       ds.field("isr", &self.isr());
+      ds.field("replicas", &self.replicas());
+      ds.field("adding", &self.adding());
+      ds.field("removing", &self.removing());
       ds.finish()
   }
 }
@@ -2524,10 +2613,10 @@ pub mod controller {
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 pub const ENUM_MIN_BODY: u8 = 0;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
-pub const ENUM_MAX_BODY: u8 = 9;
+pub const ENUM_MAX_BODY: u8 = 10;
 #[deprecated(since = "2.0.0", note = "Use associated constants instead. This will no longer be generated in 2021.")]
 #[allow(non_camel_case_types)]
-pub const ENUM_VALUES_BODY: [Body; 10] = [
+pub const ENUM_VALUES_BODY: [Body; 11] = [
   Body::NONE,
   Body::Register,
   Body::Heartbeat,
@@ -2538,6 +2627,7 @@ pub const ENUM_VALUES_BODY: [Body; 10] = [
   Body::AlterTopicConfigs,
   Body::AlterPartition,
   Body::ElectLeader,
+  Body::AlterReassignment,
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -2555,9 +2645,10 @@ impl Body {
   pub const AlterTopicConfigs: Self = Self(7);
   pub const AlterPartition: Self = Self(8);
   pub const ElectLeader: Self = Self(9);
+  pub const AlterReassignment: Self = Self(10);
 
   pub const ENUM_MIN: u8 = 0;
-  pub const ENUM_MAX: u8 = 9;
+  pub const ENUM_MAX: u8 = 10;
   pub const ENUM_VALUES: &'static [Self] = &[
     Self::NONE,
     Self::Register,
@@ -2569,6 +2660,7 @@ impl Body {
     Self::AlterTopicConfigs,
     Self::AlterPartition,
     Self::ElectLeader,
+    Self::AlterReassignment,
   ];
   /// Returns the variant's name or "" if unknown.
   pub fn variant_name(self) -> Option<&'static str> {
@@ -2583,6 +2675,7 @@ impl Body {
       Self::AlterTopicConfigs => Some("AlterTopicConfigs"),
       Self::AlterPartition => Some("AlterPartition"),
       Self::ElectLeader => Some("ElectLeader"),
+      Self::AlterReassignment => Some("AlterReassignment"),
       _ => None,
     }
   }
@@ -3791,6 +3884,157 @@ impl core::fmt::Debug for ElectLeader<'_> {
       ds.finish()
   }
 }
+pub enum AlterReassignmentOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// KIP-455's AlterPartitionReassignments for one partition: move it to `replicas` (absent:
+/// cancel the reassignment in flight). KIP-860: without `allow_replication_factor_change`
+/// the target must keep the replica count.
+pub struct AlterReassignment<'a> {
+  pub _tab: flatbuffers::Table<'a>,
+}
+
+impl<'a> flatbuffers::Follow<'a> for AlterReassignment<'a> {
+  type Inner = AlterReassignment<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: flatbuffers::Table::new(buf, loc) }
+  }
+}
+
+impl<'a> AlterReassignment<'a> {
+  pub const VT_TOPIC: flatbuffers::VOffsetT = 4;
+  pub const VT_PARTITION: flatbuffers::VOffsetT = 6;
+  pub const VT_REPLICAS: flatbuffers::VOffsetT = 8;
+  pub const VT_ALLOW_REPLICATION_FACTOR_CHANGE: flatbuffers::VOffsetT = 10;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
+    AlterReassignment { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr>(
+    _fbb: &'mut_bldr mut flatbuffers::FlatBufferBuilder<'bldr>,
+    args: &'args AlterReassignmentArgs<'args>
+  ) -> flatbuffers::WIPOffset<AlterReassignment<'bldr>> {
+    let mut builder = AlterReassignmentBuilder::new(_fbb);
+    if let Some(x) = args.replicas { builder.add_replicas(x); }
+    builder.add_partition(args.partition);
+    if let Some(x) = args.topic { builder.add_topic(x); }
+    builder.add_allow_replication_factor_change(args.allow_replication_factor_change);
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn topic(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<&str>>(AlterReassignment::VT_TOPIC, None)}
+  }
+  #[inline]
+  pub fn partition(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(AlterReassignment::VT_PARTITION, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn replicas(&self) -> Option<flatbuffers::Vector<'a, i32>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, i32>>>(AlterReassignment::VT_REPLICAS, None)}
+  }
+  #[inline]
+  pub fn allow_replication_factor_change(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(AlterReassignment::VT_ALLOW_REPLICATION_FACTOR_CHANGE, Some(true)).unwrap()}
+  }
+}
+
+impl flatbuffers::Verifiable for AlterReassignment<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut flatbuffers::Verifier, pos: usize
+  ) -> Result<(), flatbuffers::InvalidFlatbuffer> {
+    use self::flatbuffers::Verifiable;
+    v.visit_table(pos)?
+     .visit_field::<flatbuffers::ForwardsUOffset<&str>>("topic", Self::VT_TOPIC, false)?
+     .visit_field::<i32>("partition", Self::VT_PARTITION, false)?
+     .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, i32>>>("replicas", Self::VT_REPLICAS, false)?
+     .visit_field::<bool>("allow_replication_factor_change", Self::VT_ALLOW_REPLICATION_FACTOR_CHANGE, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct AlterReassignmentArgs<'a> {
+    pub topic: Option<flatbuffers::WIPOffset<&'a str>>,
+    pub partition: i32,
+    pub replicas: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, i32>>>,
+    pub allow_replication_factor_change: bool,
+}
+impl<'a> Default for AlterReassignmentArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    AlterReassignmentArgs {
+      topic: None,
+      partition: 0,
+      replicas: None,
+      allow_replication_factor_change: true,
+    }
+  }
+}
+
+pub struct AlterReassignmentBuilder<'a: 'b, 'b> {
+  fbb_: &'b mut flatbuffers::FlatBufferBuilder<'a>,
+  start_: flatbuffers::WIPOffset<flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b> AlterReassignmentBuilder<'a, 'b> {
+  #[inline]
+  pub fn add_topic(&mut self, topic: flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(AlterReassignment::VT_TOPIC, topic);
+  }
+  #[inline]
+  pub fn add_partition(&mut self, partition: i32) {
+    self.fbb_.push_slot::<i32>(AlterReassignment::VT_PARTITION, partition, 0);
+  }
+  #[inline]
+  pub fn add_replicas(&mut self, replicas: flatbuffers::WIPOffset<flatbuffers::Vector<'b , i32>>) {
+    self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(AlterReassignment::VT_REPLICAS, replicas);
+  }
+  #[inline]
+  pub fn add_allow_replication_factor_change(&mut self, allow_replication_factor_change: bool) {
+    self.fbb_.push_slot::<bool>(AlterReassignment::VT_ALLOW_REPLICATION_FACTOR_CHANGE, allow_replication_factor_change, true);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> AlterReassignmentBuilder<'a, 'b> {
+    let start = _fbb.start_table();
+    AlterReassignmentBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> flatbuffers::WIPOffset<AlterReassignment<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl core::fmt::Debug for AlterReassignment<'_> {
+  fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+    let mut ds = f.debug_struct("AlterReassignment");
+      ds.field("topic", &self.topic());
+      ds.field("partition", &self.partition());
+      ds.field("replicas", &self.replicas());
+      ds.field("allow_replication_factor_change", &self.allow_replication_factor_change());
+      ds.finish()
+  }
+}
 pub enum RequestOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
@@ -3985,6 +4229,21 @@ impl<'a> Request<'a> {
     }
   }
 
+  #[inline]
+  #[allow(non_snake_case)]
+  pub fn body_as_alter_reassignment(&self) -> Option<AlterReassignment<'a>> {
+    if self.body_type() == Body::AlterReassignment {
+      self.body().map(|t| {
+       // Safety:
+       // Created from a valid Table for this object
+       // Which contains a valid union in this slot
+       unsafe { AlterReassignment::init_from_table(t) }
+     })
+    } else {
+      None
+    }
+  }
+
 }
 
 impl flatbuffers::Verifiable for Request<'_> {
@@ -4006,6 +4265,7 @@ impl flatbuffers::Verifiable for Request<'_> {
           Body::AlterTopicConfigs => v.verify_union_variant::<flatbuffers::ForwardsUOffset<AlterTopicConfigs>>("Body::AlterTopicConfigs", pos),
           Body::AlterPartition => v.verify_union_variant::<flatbuffers::ForwardsUOffset<AlterPartition>>("Body::AlterPartition", pos),
           Body::ElectLeader => v.verify_union_variant::<flatbuffers::ForwardsUOffset<ElectLeader>>("Body::ElectLeader", pos),
+          Body::AlterReassignment => v.verify_union_variant::<flatbuffers::ForwardsUOffset<AlterReassignment>>("Body::AlterReassignment", pos),
           _ => Ok(()),
         }
      })?
@@ -4125,6 +4385,13 @@ impl core::fmt::Debug for Request<'_> {
         },
         Body::ElectLeader => {
           if let Some(x) = self.body_as_elect_leader() {
+            ds.field("body", &x)
+          } else {
+            ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
+          }
+        },
+        Body::AlterReassignment => {
+          if let Some(x) = self.body_as_alter_reassignment() {
             ds.field("body", &x)
           } else {
             ds.field("body", &"InvalidFlatbuffer: Union discriminant does not match value.")
