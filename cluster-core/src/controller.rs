@@ -517,7 +517,7 @@ impl Controller {
             .partitions
             .values()
             .next()
-            .map_or(1, |p| p.replicas.len() as i16);
+            .map_or(1, |p| (p.replicas.len() - p.removing.len()) as i16); // a move's target
         let assignment =
             placement::assign_from(image, name, have, count, rf, shard_of, pending_leads)?;
         Ok(assignment

@@ -7,7 +7,7 @@
 //! [`Image::digest`] is a hash of the whole state, for checking that nodes agree;
 //! [`Image::to_snapshot`] / [`Image::from_snapshot`] turn it into records and back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use strand_wire::ErrorCode;
 
@@ -206,6 +206,42 @@ impl Image {
             }
         };
         self.check_invariants();
+        applied
+    }
+
+    /// Applies `record` at `offset` as one record of a committed entry: as [`Image::apply`],
+    /// except that a partition change is rejected when an earlier change of the same
+    /// partition in the entry was (`rejected` carries them through the entry). The later one
+    /// was computed from the state the rejected one would have left; applied to another
+    /// state (whose epoch it may well match) it could, say, put a lagging replica back into
+    /// the ISR.
+    pub fn apply_in_entry(
+        &mut self,
+        offset: u64,
+        record: &MetadataRecord,
+        rejected: &mut BTreeSet<(TopicId, i32)>,
+    ) -> Applied {
+        if let MetadataRecord::PartitionChange(c) = record {
+            if rejected.contains(&(c.topic_id, c.partition)) {
+                assert!(
+                    offset > self.applied_offset,
+                    "metadata offsets must increase: {offset} after {}",
+                    self.applied_offset
+                );
+                self.applied_offset = offset;
+                return reject(
+                    ErrorCode::InvalidUpdateVersion,
+                    format!(
+                        "partition {}: an earlier change of it in the same entry was rejected",
+                        c.partition
+                    ),
+                );
+            }
+        }
+        let applied = self.apply(offset, record);
+        if let (Applied::Rejected(..), MetadataRecord::PartitionChange(c)) = (&applied, record) {
+            rejected.insert((c.topic_id, c.partition));
+        }
         applied
     }
 

@@ -451,9 +451,12 @@ impl MetadataNode {
         }
         let mut first_rejection = None;
         let mut last_offset = self.image.applied_offset;
+        let mut rejected = std::collections::BTreeSet::new();
         for (i, r) in batch.records.iter().enumerate() {
             let offset = record_offset(index, i);
-            if let Applied::Rejected(code, why) = self.image.apply(offset, r) {
+            if let Applied::Rejected(code, why) =
+                self.image.apply_in_entry(offset, r, &mut rejected)
+            {
                 first_rejection.get_or_insert((code, why));
             }
             // Applied or rejected, a committed record settles what the controller had in

@@ -85,15 +85,18 @@ impl Sim {
         &self.images[0]
     }
 
-    /// Commits `records` and applies them on every node; the outcomes as node 0 saw them.
+    /// Commits `records` as one entry (what the controller proposes together) and applies
+    /// them on every node; the outcomes as node 0 saw them.
     fn commit(&mut self, records: Vec<MetadataRecord>) -> Vec<Applied> {
         let mut outcomes = Vec::new();
+        let mut rejected = vec![std::collections::BTreeSet::new(); self.images.len()];
         for r in records {
             self.log.push(r.clone());
             let offset = self.log.len() as u64;
-            let first = self.images[0].apply(offset, &r);
-            for image in &mut self.images[1..] {
-                assert_eq!(image.apply(offset, &r), first, "nodes disagree on {r:?}");
+            let first = self.images[0].apply_in_entry(offset, &r, &mut rejected[0]);
+            for (image, rejected) in self.images[1..].iter_mut().zip(&mut rejected[1..]) {
+                let outcome = image.apply_in_entry(offset, &r, rejected);
+                assert_eq!(outcome, first, "nodes disagree on {r:?}");
             }
             self.controller.observe(&r);
             outcomes.push(first);

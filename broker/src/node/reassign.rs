@@ -82,16 +82,24 @@ impl Node {
         };
         let mut out = Vec::new();
         for (name, t) in &view.topics {
-            let wanted: Option<&Vec<i32>> = match topics {
+            // A topic named twice: the partitions of every entry.
+            let wanted: Option<Vec<i32>> = match topics {
                 None => None,
-                Some(list) => match list.iter().find(|(n, _)| n == name) {
-                    Some((_, partitions)) => Some(partitions),
-                    None => continue,
-                },
+                Some(list) => {
+                    let named: Vec<i32> = list
+                        .iter()
+                        .filter(|(n, _)| n == name)
+                        .flat_map(|(_, ps)| ps.iter().copied())
+                        .collect();
+                    if !list.iter().any(|(n, _)| n == name) {
+                        continue;
+                    }
+                    Some(named)
+                }
             };
             for (i, p) in t.partitions.iter().enumerate() {
                 let partition = i as i32;
-                if wanted.is_some_and(|w| !w.contains(&partition)) {
+                if wanted.as_ref().is_some_and(|w| !w.contains(&partition)) {
                     continue;
                 }
                 if p.adding.is_empty() && p.removing.is_empty() {

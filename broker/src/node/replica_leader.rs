@@ -98,6 +98,16 @@ impl Node {
                 let _ = w.send(Err(ErrorCode::NotLeaderOrFollower));
             }
         }
+        // The high watermark over the committed ISR as of now: with the leader alone in it
+        // (a partition just widened from one replica by a reassignment) that is the log end,
+        // which consumers could already read; it must not wait for the first fetch.
+        let effects = self
+            .leaders
+            .borrow_mut()
+            .get_mut(tp)
+            .map(|led| led.core.appended(log_end, None))
+            .unwrap_or_default();
+        self.carry_out(tp, effects);
         true
     }
 

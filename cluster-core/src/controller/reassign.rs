@@ -171,7 +171,8 @@ impl Controller {
             ..PartitionChange::new(t.id, partition, p.partition_epoch)
         })];
         // A reorder, or a shrink whose targets are all in sync, completes at once: a second
-        // change, computed from the state the first one leaves (same raft entry).
+        // change, computed from the state the first one leaves (same raft entry; if the first
+        // is rejected, `Image::apply_in_entry` rejects this one too).
         let after = PartitionState {
             partition_epoch: p.partition_epoch + 1,
             ..widened

@@ -308,3 +308,28 @@ fn the_repair_pass_completes_a_move_whose_isr_already_allows_it() {
     assert_eq!(nodes(&p), vec![r[1], r[2], d]);
     assert_eq!(p.leader, r[1]);
 }
+
+#[test]
+fn a_move_decided_before_a_racing_isr_change_is_rejected_whole() {
+    // Shrink [r0, r1, r2] to [r0, r1]: widen and complete in one entry, computed at epoch E.
+    let (mut s, r, _) = four_nodes_rf3();
+    let records = s
+        .controller
+        .alter_reassignment(s.image(), "t", 0, Some(&[r[0], r[1]][..]), true, &shard_of)
+        .unwrap();
+    assert_eq!(records.len(), 2);
+    // Before it commits, the leader drops the lagging r1 from the ISR (epoch E -> E + 1).
+    assert_eq!(alter_isr(&mut s, vec![r[0], r[2]]), vec![Applied::Done]);
+    let before = state(&s);
+    // The widen is stale; the completion matches the new epoch but was computed from the
+    // widen's state (its ISR holds r1): it must not apply and put r1 back in sync.
+    let outcomes = s.commit(records);
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, Applied::Rejected(ErrorCode::InvalidUpdateVersion, _))),
+        "{outcomes:?}"
+    );
+    assert_eq!(state(&s), before);
+    assert_eq!(state(&s).isr, vec![r[0], r[2]]);
+}
