@@ -218,7 +218,8 @@ def test_a_group_with_members_bootstrapped_through_different_nodes(local):
 def test_a_transaction_over_partitions_on_several_nodes_commits_and_one_aborts(local):
     topic = "txn-" + uuid.uuid4().hex[:6]
     create(local, 2, topic, 6)
-    md = until("leaders known", lambda: (lambda m: m if all(
+    md = until("leaders known", lambda: (lambda m: m if len(
+        m.topics[topic].partitions) == 6 and all(
         p.leader in (1, 2, 3) for p in m.topics[topic].partitions.values()) else None)(
             local.metadata(1, topic)))
     leaders = {p.leader for p in md.topics[topic].partitions.values()}

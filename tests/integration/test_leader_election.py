@@ -54,7 +54,8 @@ def create(cluster, topic, rf, partitions=1, config=None):
     admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=rf,
                                   config=config or {})],
                         operation_timeout=20)[topic].result(timeout=30)
-    md = cluster.until("leaders and full ISRs", lambda: (lambda m: m if all(
+    md = cluster.until("leaders and full ISRs", lambda: (lambda m: m if len(
+        m.topics[topic].partitions) == partitions and all(
         p.leader in cluster.nodes and len(p.isrs) == rf for p in m.topics[topic].partitions.values())
         else None)(cluster.metadata(1, topic)), limit_s=60)
     # Node 1's view can be ahead of a leader's own: wait until each leader serves its partitions

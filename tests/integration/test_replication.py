@@ -104,7 +104,8 @@ def test_followers_copy_the_leader_and_take_over_after_a_kill(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1)})
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)],
                         operation_timeout=20)[topic].result(timeout=30)
-    md = cluster.until("leaders elected", lambda: (lambda m: m if all(
+    md = cluster.until("leaders elected", lambda: (lambda m: m if len(
+        m.topics[topic].partitions) == 3 and all(
         p.leader in NODES for p in m.topics[topic].partitions.values()) else None)(
             cluster.metadata(1, topic)))
     for p in md.topics[topic].partitions.values():
@@ -193,7 +194,9 @@ def create_replicated(cluster, topic, partitions=1, config=None):
     admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=3,
                                   config=config or {})],
                         operation_timeout=20)[topic].result(timeout=30)
-    return cluster.until("leaders and full ISRs", lambda: (lambda m: m if all(
+    # Node 1 may not know the topic yet (no partitions): `all` of nothing must not pass.
+    return cluster.until("leaders and full ISRs", lambda: (lambda m: m if len(
+        m.topics[topic].partitions) == partitions and all(
         p.leader in NODES and len(p.isrs) == 3 for p in m.topics[topic].partitions.values())
         else None)(cluster.metadata(1, topic)), limit_s=60)
 
