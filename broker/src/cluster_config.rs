@@ -13,6 +13,7 @@
 //! | `broker.heartbeat.interval.ms` | yes | how often a broker heartbeats (Kafka's 2000) |
 //! | `controller.quorum.election.timeout.ms` | yes | raft election timeout (Kafka's 1000) |
 //! | `replica.lag.time.max.ms` | yes | an in-sync follower not caught up for this long leaves the ISR (Kafka's 30000) |
+//! | `cluster.liveness.tripwire` | no | `true` (default): a node whose process died (its tripwire connection closed and its cluster port refuses, `cluster::tripwire`) is fenced at once, not after `broker.session.timeout.ms`; `false`: Kafka's behaviour exactly |
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -46,6 +47,8 @@ pub struct ClusterConfig {
     pub broker_heartbeat_interval_ms: u64,
     pub election_timeout_ms: u64,
     pub replica_lag_time_max_ms: u64,
+    /// `cluster.liveness.tripwire`.
+    pub liveness_tripwire: bool,
 }
 
 /// The cluster keys of the config file, as read (all optional).
@@ -66,6 +69,7 @@ pub struct ClusterKeys {
     pub broker_heartbeat_interval_ms: Option<u64>,
     pub election_timeout_ms: Option<u64>,
     pub replica_lag_time_max_ms: Option<u64>,
+    pub liveness_tripwire: Option<bool>,
 }
 
 fn err(msg: String) -> ConfigError {
@@ -193,6 +197,7 @@ impl ClusterKeys {
             replica_lag_time_max_ms: self
                 .replica_lag_time_max_ms
                 .unwrap_or(crate::limits::REPLICA_LAG_TIME_MAX_MS),
+            liveness_tripwire: self.liveness_tripwire.unwrap_or(true),
         };
         if node_id < 0 {
             return Err(err(format!("node.id must not be negative, got {node_id}")));

@@ -32,6 +32,7 @@ use strand_cluster_core::broker_rpc::{self, BrokerAnswer, BrokerRequest};
 use strand_cluster_core::controller::ControllerConfig;
 use strand_cluster_core::controller_rpc::Request;
 use strand_cluster_core::limits::{CONTROLLER_REQUEST_TIMEOUT_MS, METADATA_SNAPSHOT_EVERY_ENTRIES};
+use strand_cluster_core::liveness::Evidence;
 use strand_cluster_core::messages::Channel;
 use strand_cluster_core::records::{BrokerRegistration, Endpoint};
 use strand_cluster_core::transport::tls::NodeCredentials;
@@ -42,8 +43,10 @@ use crate::catalog::{Catalog, TopicMeta};
 use crate::cluster::broker_session::{self, BrokerSession};
 use crate::cluster::handle::{ClusterStatus, ControllerCall};
 use crate::cluster::metadata_driver::{MetadataDriver, MetadataSpec};
+use crate::cluster::peers_down::PeersDown;
 use crate::cluster::producer_ids::ProducerIdBlocks;
 use crate::cluster::quorum_driver::VoterSpec;
+use crate::cluster::tripwire;
 use crate::cluster::view::ClusterView;
 use crate::cluster_config::ClusterConfig;
 use crate::node::ShardMsg;
@@ -69,6 +72,7 @@ pub struct MemberStart {
     pub bells: ShardDoorbells,
     /// The shards' producer ids, refilled here from the controller.
     pub producer_ids: Arc<ProducerIdBlocks>,
+    pub peers_down: Arc<PeersDown>,
 }
 
 /// Reads the cluster transport's PEM files named by the config.
@@ -137,6 +141,7 @@ async fn run(start: MemberStart) -> io::Result<()> {
         doorbells,
         bells,
         producer_ids,
+        peers_down,
     } = start;
     wake::start(shards, doorbells, bells).await;
     let me = cluster.node_id;
@@ -164,6 +169,23 @@ async fn run(start: MemberStart) -> io::Result<()> {
     })?;
     info!(node = me, cluster = %cluster_addr, "metadata quorum voter started");
     let incarnation = uuid::Uuid::new_v4().as_u128();
+    if cluster.liveness_tripwire && cluster_addr.port() != 0 {
+        let d = driver.clone();
+        tripwire::start(
+            me,
+            incarnation,
+            cluster_addr,
+            &cluster.voters,
+            Rc::new(move |node, evidence| {
+                match evidence {
+                    Evidence::Suspect { .. } => peers_down.suspect(node),
+                    Evidence::Gone { .. } => peers_down.gone(node),
+                    Evidence::Up { .. } => peers_down.up(node),
+                }
+                d.peer_evidence(node, evidence)
+            }),
+        );
+    }
     let registration = BrokerRegistration {
         node_id: me,
         incarnation,

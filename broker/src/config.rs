@@ -241,6 +241,8 @@ pub struct FileConfig {
     pub controller_quorum_election_timeout_ms: Option<u64>,
     #[serde(rename = "replica.lag.time.max.ms")]
     pub replica_lag_time_max_ms: Option<u64>,
+    #[serde(rename = "cluster.liveness.tripwire")]
+    pub cluster_liveness_tripwire: Option<bool>,
 }
 
 #[derive(Debug)]
@@ -360,6 +362,7 @@ impl BrokerConfig {
             broker_heartbeat_interval_ms: f.broker_heartbeat_interval_ms,
             election_timeout_ms: f.controller_quorum_election_timeout_ms,
             replica_lag_time_max_ms: f.replica_lag_time_max_ms,
+            liveness_tripwire: f.cluster_liveness_tripwire,
         }
         .resolve()
         .map_err(|e| ConfigError(e.0))?;

@@ -309,3 +309,26 @@ pub const REPLICA_LAG_TIME_MAX_MS: u64 = 30_000;
 
 /// Cluster mode: how often a leader checks its followers' lag and sends ISR changes.
 pub const REPLICA_TICK_MS: u64 = 250;
+
+/// Cluster mode: connections the liveness tripwire listener holds at once. A peer holds one
+/// (the listener's host has at most a few hundred peers in any cluster we run; a handful
+/// today); beyond this, new connections are closed at once, so a flood of connections to the
+/// cluster port costs a bounded number of sockets and tasks. Excess peers (or a flood
+/// holding every slot) lose only the fast death evidence: their session timeout still rules.
+pub const TRIPWIRE_ACCEPTED_MAX: usize = 256;
+
+/// Cluster mode: how often the liveness tripwire listener looks for new connections and for
+/// peers that closed theirs (it polls plain sockets; see `cluster::tripwire`). Only the
+/// setting-up of a peer's tripwire waits for it (well inside the dialer's 1 s hello
+/// timeout); a death is seen by the peers' dialers, not by this poll.
+pub const TRIPWIRE_ACCEPT_POLL_MS: u64 = 50;
+
+/// Cluster mode: how long a Metadata answer waits for a new leader where the current one is
+/// a peer this node just saw die (`kafka::metadata`, `cluster::peers_down`). The fence
+/// takes milliseconds (tens when the controller died too and the quorum elects first);
+/// long enough for that, short enough that a fence that cannot happen (no quorum) costs
+/// clients little: they are answered with no leader (LEADER_NOT_AVAILABLE) and retry.
+pub const METADATA_AWAIT_NEW_LEADER_MS: u64 = 300;
+
+/// Cluster mode: how often such a waiting Metadata answer looks at the catalog again.
+pub const METADATA_AWAIT_NEW_LEADER_POLL_MS: u64 = 2;

@@ -106,6 +106,7 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
             node_id: c.node_id,
             calls: calls_tx,
             producer_ids: Default::default(),
+            peers_down: Default::default(),
         });
     info!(listen = %config.listen, data_dir = %config.data_dir.display(), shards, "starting strand");
     let storage = crate::host::storage_options(&config)?;
@@ -173,6 +174,11 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
                 .cluster
                 .as_ref()
                 .map(|h| Arc::clone(&h.producer_ids))
+                .unwrap_or_default(),
+            peers_down: shared
+                .cluster
+                .as_ref()
+                .map(|h| Arc::clone(&h.peers_down))
                 .unwrap_or_default(),
         })?;
     }

@@ -291,24 +291,45 @@ impl Controller {
     /// else in flight, repair what an earlier decision left behind (a change rejected
     /// because another one got there first).
     pub fn tick(&mut self, image: &Image, now_ms: u64) -> Vec<MetadataRecord> {
+        self.tick_with_evidence(image, now_ms, &BTreeMap::new())
+    }
+
+    /// [`Controller::tick`], and also fence every unfenced broker whose process is known to
+    /// be gone: `gone` maps a node to the incarnation a liveness tripwire saw die
+    /// (`crate::liveness`). Evidence for another incarnation than the registered one (the
+    /// node has restarted since) fences nothing.
+    pub fn tick_with_evidence(
+        &mut self,
+        image: &Image,
+        now_ms: u64,
+        gone: &BTreeMap<NodeId, u128>,
+    ) -> Vec<MetadataRecord> {
         let mut records = Vec::new();
-        let expired: Vec<(NodeId, u64)> = image
+        let expired: Vec<(NodeId, u64, bool)> = image
             .brokers
             .values()
             .filter(|b| !b.fenced && !self.fencing.contains(&b.registration.node_id))
-            .map(|b| (b.registration.node_id, b.epoch))
+            .map(|b| {
+                let node = b.registration.node_id;
+                let dead = gone.get(&node) == Some(&b.registration.incarnation);
+                (node, b.epoch, dead)
+            })
             .collect();
         // Brokers fenced in one tick are decided one after the other on a scratch image, so
         // the second one's changes see the first one's (two changes computed from the same
         // partition epoch cannot both apply).
         let mut scratch: Option<Image> = None;
-        for (node, epoch) in expired {
-            if let std::collections::btree_map::Entry::Vacant(v) = self.sessions.entry(node) {
-                // Registered before this controller knew it: a fresh session.
-                v.insert(Session {
-                    last_heartbeat_ms: now_ms,
-                });
-            } else if !self.alive(node, now_ms) {
+        for (node, epoch, dead) in expired {
+            if !dead {
+                if let std::collections::btree_map::Entry::Vacant(v) = self.sessions.entry(node) {
+                    // Registered before this controller knew it: a fresh session.
+                    v.insert(Session {
+                        last_heartbeat_ms: now_ms,
+                    });
+                    continue;
+                }
+            }
+            if dead || !self.alive(node, now_ms) {
                 let base = scratch.get_or_insert_with(|| image.clone());
                 let fence = self.fence_records(base, node, epoch);
                 for r in &fence {

@@ -17,6 +17,9 @@
 //! - [`replication`]: a partition leader's replication rules (#18; wired in `broker/src/node/replica_leader.rs`): high
 //!   watermark over the maximal ISR, `acks=all` and `min.insync.replicas`, ISR shrink and
 //!   expand proposals; each replica's leader-epoch cache and the follower's divergence point.
+//! - [`liveness`]: evidence that a peer's process died (a TCP tripwire per peer: its
+//!   connection closed and its port refuses), which fences at once instead of after
+//!   `broker.session.timeout.ms`; driven in `broker/src/cluster/tripwire.rs`.
 //! - [`limits`]: the cluster's bounds, with reasons.
 //!
 //! Arrows: `controller` -> `placement` -> `image` -> `records`; `quorum` stands alone (it
@@ -30,6 +33,7 @@ pub mod controller_rpc;
 pub mod file_store;
 pub mod image;
 pub mod limits;
+pub mod liveness;
 pub mod messages;
 pub mod metadata_node;
 pub mod placement;

@@ -115,6 +115,11 @@ pub struct MetadataNode {
     /// overlap before the first is applied).
     producer_ids_proposed_until: i64,
     shard_of: ShardOf,
+    /// Liveness evidence from this node's tripwires: node -> the incarnation seen to die.
+    /// Kept on every node, so a controller elected after the death (the dead node led the
+    /// quorum) fences at once instead of granting a fresh session. Dropped when a fence or a
+    /// new registration of that node commits, or when the tripwire sees it alive again.
+    gone: BTreeMap<NodeId, u128>,
 }
 
 impl MetadataNode {
@@ -137,6 +142,7 @@ impl MetadataNode {
             waiting: BTreeMap::new(),
             producer_ids_proposed_until: 0,
             shard_of,
+            gone: BTreeMap::new(),
         }
     }
 
@@ -150,6 +156,34 @@ impl MetadataNode {
 
     pub fn is_controller(&self) -> bool {
         self.controller.is_some()
+    }
+
+    /// Liveness evidence held (node -> incarnation seen to die).
+    pub fn gone(&self) -> &BTreeMap<NodeId, u128> {
+        &self.gone
+    }
+
+    /// This node's tripwire saw `node`'s process (`incarnation`) die: on the controller,
+    /// fence it now (what `tick` decides).
+    pub fn peer_gone(&mut self, node: NodeId, incarnation: u128, now_ms: u64) -> Vec<Effect> {
+        let registered = self
+            .image
+            .brokers
+            .get(&node)
+            .map(|b| b.registration.incarnation);
+        // Evidence about an incarnation that was already replaced is stale; an unknown one
+        // (registration not yet applied here) is kept: it may be the registered one soon.
+        if registered.is_none_or(|r| r == incarnation) {
+            self.gone.insert(node, incarnation);
+        }
+        self.tick(now_ms)
+    }
+
+    /// This node's tripwire reached `node`'s process `incarnation`: it lives.
+    pub fn peer_up(&mut self, node: NodeId, incarnation: u128) {
+        if self.gone.get(&node) == Some(&incarnation) {
+            self.gone.remove(&node);
+        }
     }
 
     /// Requests waiting for their batch to apply.
@@ -454,15 +488,28 @@ impl MetadataNode {
         let mut rejected = std::collections::BTreeSet::new();
         for (i, r) in batch.records.iter().enumerate() {
             let offset = record_offset(index, i);
-            if let Applied::Rejected(code, why) =
-                self.image.apply_in_entry(offset, r, &mut rejected)
-            {
+            let outcome = self.image.apply_in_entry(offset, r, &mut rejected);
+            let applied = outcome == Applied::Done;
+            if let Applied::Rejected(code, why) = outcome {
                 first_rejection.get_or_insert((code, why));
             }
             // Applied or rejected, a committed record settles what the controller had in
             // flight for it (a rejected change is repaired afresh, as in `sim.rs`).
             if let Some(c) = self.controller.as_mut() {
                 c.observe(r);
+            }
+            match r {
+                // A fence that applied settles the evidence (a rejected one, for a stale
+                // epoch, does not).
+                MetadataRecord::FenceBroker { node_id, .. } if applied => {
+                    self.gone.remove(node_id);
+                }
+                MetadataRecord::RegisterBroker(reg)
+                    if self.gone.get(&reg.node_id) != Some(&reg.incarnation) =>
+                {
+                    self.gone.remove(&reg.node_id);
+                }
+                _ => {}
             }
             last_offset = offset;
         }
@@ -507,6 +554,14 @@ impl MetadataNode {
             decode_batch_with_proposer(data).map_err(|e| format!("metadata snapshot: {e}"))?;
         self.image = Image::from_snapshot(snapshot_offset(index), &batch.records)?;
         self.forget_indexes_up_to(index);
+        // Evidence the snapshot settled: the broker is fenced, or registered again since.
+        let image = &self.image;
+        self.gone.retain(|node, inc| {
+            image
+                .brokers
+                .get(node)
+                .is_none_or(|b| !b.fenced && b.registration.incarnation == *inc)
+        });
         if let Some(c) = self.controller.as_mut() {
             c.activate(&self.image, now_ms);
             self.producer_ids_proposed_until = self.image.next_producer_id;
@@ -524,7 +579,7 @@ impl MetadataNode {
     pub fn tick(&mut self, now_ms: u64) -> Vec<Effect> {
         let mut effects = Vec::new();
         if let Some(c) = self.controller.as_mut() {
-            let records = c.tick(&self.image, now_ms);
+            let records = c.tick_with_evidence(&self.image, now_ms, &self.gone);
             if !records.is_empty() {
                 effects.push(Effect::Propose {
                     data: encode_batch(&records),

@@ -138,7 +138,35 @@ pub struct Quorum<S: QuorumStore> {
     /// A store write failed: raft-rs has already handed out (and forgotten) what that poll
     /// carried, so this voter must stop; every later call says why.
     failed: Option<String>,
+    /// Evidence that the leader's process died (`leader_gone`): this voter campaigns when
+    /// the countdown ends, until another leader is known.
+    gone_leader: Option<GoneLeader>,
+    /// Vote requests ignored in the last ticks because this voter was in its leader's lease
+    /// (with the tick they came at): a voter that campaigned on its own evidence can be a
+    /// moment ahead of this one's; when this voter's evidence arrives, they are heard.
+    ignored_votes: Vec<(Message, u64)>,
+    ticks: u64,
 }
+
+/// Ignored vote requests kept at most (one per other voter is the useful case).
+const IGNORED_VOTES_MAX: usize = 8;
+
+/// A leader known dead, and the ticks until this voter campaigns to replace it.
+#[derive(Clone, Copy, Debug)]
+struct GoneLeader {
+    id: u64,
+    ticks_left: usize,
+    /// Campaigns left on this evidence; then raft's randomised election timer alone decides
+    /// (two survivors campaigning in step would otherwise split the vote each round).
+    campaigns_left: usize,
+}
+
+/// Campaigns a voter makes on one piece of evidence before leaving it to raft's timers.
+pub const GONE_LEADER_CAMPAIGNS_MAX: usize = 4;
+
+/// Ticks between campaigns while the dead leader is not yet replaced (a vote can be refused
+/// by a voter that has not yet seen the evidence and still honours the old leader's lease).
+pub const GONE_LEADER_CAMPAIGN_EVERY_TICKS: usize = 2;
 
 impl<S: QuorumStore> Quorum<S> {
     /// Voter `id` of `voters`, over `store` (which may hold an earlier run's log).
@@ -179,6 +207,9 @@ impl<S: QuorumStore> Quorum<S> {
             },
             pending_snapshot,
             failed: None,
+            gone_leader: None,
+            ignored_votes: Vec::new(),
+            ticks: 0,
         })
     }
 
@@ -223,6 +254,87 @@ impl<S: QuorumStore> Quorum<S> {
     /// One tick of `tick_ms` passed.
     pub fn tick(&mut self) {
         self.node.tick();
+        self.ticks += 1;
+        let now = self.ticks;
+        self.ignored_votes
+            .retain(|(_, at)| now - at <= GONE_LEADER_CAMPAIGN_EVERY_TICKS as u64);
+        if let Some(g) = self.gone_leader.as_mut() {
+            let leader = self.node.raft.leader_id;
+            let replaced = leader != raft::INVALID_ID && leader != g.id;
+            if replaced || g.campaigns_left == 0 {
+                self.gone_leader = None;
+            } else if g.ticks_left <= 1 {
+                self.campaign_now();
+            } else {
+                g.ticks_left -= 1;
+            }
+        }
+    }
+
+    /// Evidence (a liveness tripwire, `crate::liveness`) that voter `peer`'s process died.
+    /// If it led, the survivors replace it without waiting out its lease: ranked by id among
+    /// the other voters, rank r campaigns after 2r ticks (rank 0 at once), then every
+    /// [`GONE_LEADER_CAMPAIGN_EVERY_TICKS`] until a leader is known (at most
+    /// [`GONE_LEADER_CAMPAIGNS_MAX`] campaigns; a heartbeat or append from that leader
+    /// cancels it all); and a vote request is heard despite the dead leader's lease. Pre-vote still applies: a voter whose log is
+    /// behind cannot win, and a voter without evidence still refuses votes while in lease.
+    pub fn leader_gone(&mut self, peer: u64) {
+        let me = self.id();
+        if self.failed.is_some() || peer == me || self.node.raft.leader_id != peer {
+            return;
+        }
+        let mut others: Vec<u64> = self
+            .node
+            .raft
+            .prs()
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| *id != peer)
+            .collect();
+        others.sort_unstable();
+        let Some(rank) = others.iter().position(|id| *id == me) else {
+            return;
+        };
+        self.gone_leader = Some(GoneLeader {
+            id: peer,
+            ticks_left: GONE_LEADER_CAMPAIGN_EVERY_TICKS * rank,
+            campaigns_left: GONE_LEADER_CAMPAIGNS_MAX,
+        });
+        // Votes this voter ignored for the dead leader's lease a moment ago are heard now
+        // (a message delivered late, as Raft allows).
+        let ignored = std::mem::take(&mut self.ignored_votes);
+        if !ignored.is_empty() {
+            self.drop_lease();
+            for (msg, _) in ignored {
+                let _ = self.node.step(msg);
+            }
+        }
+        if rank == 0 {
+            self.campaign_now();
+        }
+    }
+
+    /// Evidence that `peer`'s process lives (its tripwire answered): stop acting on
+    /// [`Quorum::leader_gone`] for it.
+    pub fn leader_alive(&mut self, peer: u64) {
+        if self.gone_leader.is_some_and(|g| g.id == peer) {
+            self.gone_leader = None;
+        }
+    }
+
+    fn drop_lease(&mut self) {
+        let r = &mut self.node.raft;
+        r.election_elapsed = r.election_elapsed.max(r.election_timeout());
+    }
+
+    fn campaign_now(&mut self) {
+        self.drop_lease();
+        // Refused only on a leader (nothing to do then).
+        let _ = self.node.campaign();
+        if let Some(g) = self.gone_leader.as_mut() {
+            g.ticks_left = GONE_LEADER_CAMPAIGN_EVERY_TICKS;
+            g.campaigns_left = g.campaigns_left.saturating_sub(1);
+        }
     }
 
     /// A message from another voter. A malformed or foreign one is an error for the driver to
@@ -237,6 +349,31 @@ impl<S: QuorumStore> Quorum<S> {
                 msg.to,
                 self.id()
             ));
+        }
+        let vote = matches!(
+            msg.get_msg_type(),
+            raft::eraftpb::MessageType::MsgRequestPreVote
+                | raft::eraftpb::MessageType::MsgRequestVote
+        );
+        use raft::eraftpb::MessageType::{MsgAppend, MsgHeartbeat};
+        if matches!(msg.get_msg_type(), MsgHeartbeat | MsgAppend)
+            && self.gone_leader.is_some_and(|g| g.id == msg.from)
+        {
+            // The "dead" leader speaks: the evidence was wrong (or about an older process).
+            self.gone_leader = None;
+        }
+        if vote {
+            let r = &self.node.raft;
+            if self.gone_leader.is_some_and(|g| g.id == r.leader_id) {
+                self.drop_lease();
+            } else if r.leader_id != raft::INVALID_ID
+                && r.leader_id != msg.from
+                && r.election_elapsed < r.election_timeout()
+                && self.ignored_votes.len() < IGNORED_VOTES_MAX
+            {
+                // raft-rs ignores it (in lease); kept in case evidence follows.
+                self.ignored_votes.push((msg.clone(), self.ticks));
+            }
         }
         self.node.step(msg).map_err(|e| format!("quorum step: {e}"))
     }

@@ -255,3 +255,65 @@ fn a_leader_cut_off_from_its_quorum_steps_down() {
     let (new, _) = net.until_leader(10 * ELECTION_TICKS);
     assert_ne!(new, leader);
 }
+
+#[test]
+fn a_dead_leader_with_evidence_is_replaced_within_three_ticks() {
+    for _round in 0..20 {
+        let mut net = Net::new(3);
+        let (old, _) = net.until_leader(10 * ELECTION_TICKS);
+        net.propose(old, b"before");
+        net.stopped.insert(old);
+        // The survivors' tripwires fire (in id order; the highest-ranked one may be late).
+        let survivors: Vec<u64> = (1..=3).filter(|v| *v != old).collect();
+        for v in survivors.iter().rev() {
+            net.voters[*v as usize - 1].leader_gone(old);
+        }
+        net.pump();
+        let mut ticks = 0;
+        let new = loop {
+            if let Some(l) = net.leader() {
+                break l;
+            }
+            assert!(ticks < 3, "no leader {ticks} ticks after the evidence");
+            net.tick();
+            ticks += 1;
+        };
+        assert_eq!(new, survivors[0], "rank 0 (the lowest id) wins");
+        net.propose(new, b"after");
+        assert_eq!(
+            net.payloads(new),
+            vec![b"before".to_vec(), b"after".to_vec()]
+        );
+    }
+}
+
+#[test]
+fn a_voter_without_evidence_still_refuses_a_vote_while_in_lease() {
+    let mut net = Net::new(3);
+    let (leader, _) = net.until_leader(10 * ELECTION_TICKS);
+    // One follower wrongly believes the leader dead; the other has no such evidence, and the
+    // leader lives: the healthy leader is not deposed.
+    let follower = (1..=3).find(|v| *v != leader).unwrap();
+    // A voter acts on evidence only about the leader it follows.
+    net.voters[follower as usize - 1].leader_gone(leader);
+    for _ in 0..5 {
+        net.tick();
+    }
+    assert_eq!(net.leader(), Some(leader));
+}
+
+#[test]
+fn a_vote_ignored_for_the_dead_leaders_lease_is_heard_once_the_evidence_arrives() {
+    let mut net = Net::new(3);
+    let (old, _) = net.until_leader(10 * ELECTION_TICKS);
+    net.stopped.insert(old);
+    let survivors: Vec<u64> = (1..=3).filter(|v| *v != old).collect();
+    // Rank 0 sees the death first and campaigns; the other is still in the lease.
+    net.voters[survivors[0] as usize - 1].leader_gone(old);
+    net.pump();
+    assert_eq!(net.leader(), None, "the vote was ignored in lease");
+    // Its evidence arrives a moment later, before any tick: the ignored vote is heard.
+    net.voters[survivors[1] as usize - 1].leader_gone(old);
+    net.pump();
+    assert_eq!(net.leader(), Some(survivors[0]));
+}

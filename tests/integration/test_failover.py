@@ -10,8 +10,12 @@ leader, restarted after a pause once the others lead. Then:
   the leader change: a batch retried on the new leader is recognised as a duplicate);
 - the consumer carried on after each failover (it read every acknowledged record);
 - the unavailability window of each failover (kill -> first acknowledgement on partition 0
-  by the new leader) is printed: the fencing delay (`broker.session.timeout.ms`, 1 s here)
-  plus the client's metadata refresh; a killed controller adds a quorum election.
+  by the new leader) is under 1 s with Kafka's default timeouts: the liveness tripwire
+  (`cluster::tripwire`) fences a dead process at once, and a killed controller is replaced
+  at once too; then the client's metadata refresh. (`STRAND_FAILOVER_SESSION_MS` sets
+  `broker.session.timeout.ms` instead, and `STRAND_FAILOVER_TRIPWIRE=false` turns the
+  tripwire off to measure the timers alone; the < 1 s check then does not apply.)
+A leader stopped with SIGSTOP for 3 s is not fenced: a stall is not a death.
 
 A topic created without a replication factor gets `default.replication.factor` (3), one
 with more replicas than brokers INVALID_REPLICATION_FACTOR. Two of a partition's three
@@ -22,6 +26,7 @@ becomes visible, acks=1 still succeeds; restarted, the ISR is back to three.
 import glob
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -41,14 +46,20 @@ HAVE_JAVA = shutil.which("java") is not None and bool(
 PARTITIONS = 3
 RATE_PER_S = 300
 KILLS = 5
-SESSION_MS = int(os.environ.get("STRAND_FAILOVER_SESSION_MS", "1000"))
+SESSION_MS = os.environ.get("STRAND_FAILOVER_SESSION_MS")
+TRIPWIRE = os.environ.get("STRAND_FAILOVER_TRIPWIRE", "true") == "true"
+WINDOW_GOAL_S = 1.0
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    # Kafka's defaults (the Cluster helper's own are shorter, for other tests).
+    session_ms = int(SESSION_MS or 9000)
+    config = {"cluster.liveness.tripwire": TRIPWIRE,
+              "broker.session.timeout.ms": session_ms,
+              "broker.heartbeat.interval.ms": 2000 if not SESSION_MS else session_ms // 4}
     with Cluster(str(tmp_path_factory.mktemp("failover")), cluster_id="failover",
-                 config={"broker.session.timeout.ms": SESSION_MS,
-                         "broker.heartbeat.interval.ms": SESSION_MS // 4}).running() as c:
+                 config=config).running() as c:
         yield c
 
 
@@ -102,7 +113,9 @@ class Load:
         p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
                       "enable.idempotence": True, "linger.ms": 2,
                       "message.timeout.ms": 120000, "retry.backoff.ms": 50,
-                      "retry.backoff.max.ms": 200})
+                      "retry.backoff.max.ms": 200,
+                      **({"debug": os.environ["STRAND_FAILOVER_RDKAFKA_DEBUG"]}
+                         if os.environ.get("STRAND_FAILOVER_RDKAFKA_DEBUG") else {})})
         started = time.monotonic()
         while not self.stop.is_set():
             value = f"v{self.sent}".encode()
@@ -166,6 +179,7 @@ def test_five_leader_kills_under_acks_all_load_lose_nothing(cluster):
             victim = cluster.until("partition 0's leader, seen alike by every node",
                                    lambda: partitions(cluster, topic).get(0)).leader
             killed_at = time.monotonic()
+            print(f"kill {kill + 1}: node {victim} at {time.time():.3f}", flush=True)
             cluster.brokers[victim].kill9()
             cluster.until(f"kill {kill + 1}: an acknowledgement from partition 0's new leader",
                           lambda: any(t > killed_at + 0.05 for _, _, t in load.acked[0][-5:]),
@@ -217,6 +231,13 @@ def test_five_leader_kills_under_acks_all_load_lose_nothing(cluster):
         lost = [(o, v) for o, v, _ in acked if at.get(o) != v]
         assert not lost, f"partition {p}: {len(lost)} acknowledged records not read: {lost[:5]}"
     assert len(windows) == KILLS
+    if TRIPWIRE and not SESSION_MS:
+        # The goal holds for the median; one kill may also meet a host disk stall on the
+        # followers' appends (the acks=all answer waits for them: a 0.5 s O_DIRECT write was
+        # seen here), which is not the failover's. Without the tripwire it took 7-12 s.
+        ws = sorted(w for _, w in windows)
+        assert ws[len(ws) // 2] < WINDOW_GOAL_S, windows
+        assert ws[-1] < 3 * WINDOW_GOAL_S, windows
 
     if java:
         assert java.returncode == 0, java_err[-3000:]
@@ -293,3 +314,35 @@ def test_two_replicas_down_refuse_acks_all_and_come_back(cluster5):
     c.until("the ISR back to three", lambda: isr() == sorted(part.replicas), limit_s=60)
     assert kafka_raw.produce_led(port, topic, record(b"last")) == 0
     assert visible() == 3
+
+
+def test_a_stopped_leader_is_not_fenced(cluster):
+    """SIGSTOP keeps a process's sockets: no tripwire evidence, and 3 s is inside Kafka's
+    9 s session. The leader keeps its partitions and acks=all resumes after SIGCONT."""
+    if SESSION_MS:
+        pytest.skip("a shorter session than the stop")
+    topic = "stall-" + uuid.uuid4().hex[:6]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3,
+                                  config={"min.insync.replicas": "2"})],
+                        operation_timeout=20)[topic].result(timeout=30)
+    part = cluster.until("a leader and a full ISR", lambda: (lambda ps: ps.get(0) if len(ps) == 1
+                         and ps[0].leader in NODES and len(ps[0].isrs) == 3 else None)(
+                             partitions(cluster, topic)), limit_s=60)
+    leader = part.leader
+    port = cluster.brokers[leader].port
+    one = kafka_raw.batch(kafka_raw.record(0, b"k", b"before"), 1, 0)
+    assert kafka_raw.produce_led(port, topic, one) == 0
+    proc = cluster.brokers[leader].proc
+    before = {n: len(cluster.brokers[n].log()) for n in NODES}
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(3)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    again = kafka_raw.batch(kafka_raw.record(0, b"k", b"after"), 1, 0)
+    assert kafka_raw.produce_led(port, topic, again) == 0
+    after = cluster.until("every node agrees", lambda: partitions(cluster, topic).get(0))
+    assert after.leader == leader, (leader, after.leader)
+    logs = "".join(cluster.brokers[n].log()[before[n]:] for n in NODES)
+    assert f"node {leader}'s process is gone" not in logs

@@ -50,6 +50,8 @@ pub struct ClusterHandle {
     pub calls: mpsc::UnboundedSender<ControllerCall>,
     /// Producer ids from the controller's blocks (refilled by the controller executor).
     pub producer_ids: std::sync::Arc<super::producer_ids::ProducerIdBlocks>,
+    /// Peers whose liveness tripwire closed (written by the controller executor).
+    pub peers_down: std::sync::Arc<super::peers_down::PeersDown>,
 }
 
 impl ClusterHandle {

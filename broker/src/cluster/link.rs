@@ -53,7 +53,7 @@ fn bound_addr(socket: &UdpSocket) -> io::Result<SocketAddr> {
         .map_err(|e| io::Error::other(format!("cluster listener address: {e}")))
 }
 
-fn set_int_opt(fd: i32, level: i32, opt: i32, val: i32) {
+pub(super) fn set_int_opt(fd: i32, level: i32, opt: i32, val: i32) {
     // SAFETY: setsockopt with an int option on a socket the caller owns. A refused option
     // (e.g. a buffer above net.core.rmem_max) leaves the default: not fatal.
     unsafe {

@@ -28,6 +28,7 @@ use strand_cluster_core::controller::ControllerConfig;
 use strand_cluster_core::controller_rpc::{self, Answer, Request};
 use strand_cluster_core::image::Image;
 use strand_cluster_core::limits::CONTROLLER_REQUEST_TIMEOUT_MS;
+use strand_cluster_core::liveness::Evidence;
 use strand_cluster_core::messages::{self, Channel};
 use strand_cluster_core::metadata_node::{Asker, Effect, MetadataNode, ShardOf};
 use strand_cluster_core::records::NodeId;
@@ -294,6 +295,56 @@ impl MetadataDriver {
             .send(node, messages::with_channel(channel, body))
     }
 
+    /// Liveness evidence from this node's tripwire (`cluster::tripwire`): a dead process
+    /// is fenced at once when this node is the controller (or becomes it while the evidence
+    /// holds: each node keeps what its own tripwire saw) and replaced as the quorum's
+    /// leader if it led.
+    pub fn peer_evidence(&self, node: NodeId, evidence: Evidence) {
+        let inner = &self.inner;
+        if inner.stopped.get() {
+            return;
+        }
+        match evidence {
+            Evidence::Gone { incarnation } => {
+                let registered = inner
+                    .node
+                    .borrow()
+                    .image()
+                    .brokers
+                    .get(&node)
+                    .map(|b| b.registration.incarnation);
+                if registered.is_some_and(|r| r != incarnation) {
+                    // An incarnation already replaced (the node restarted meanwhile).
+                    tracing::info!(
+                        node = inner.me,
+                        peer = node,
+                        "an earlier process of node {node} is gone"
+                    );
+                    return;
+                }
+                let controller = inner.node.borrow().is_controller();
+                tracing::warn!(
+                    node = inner.me,
+                    peer = node,
+                    controller,
+                    "node {node}'s process is gone (its tripwire closed and its port refuses){}",
+                    if controller { ": fencing it now" } else { "" }
+                );
+                inner.voter.peer_gone(node);
+                let effects = inner
+                    .node
+                    .borrow_mut()
+                    .peer_gone(node, incarnation, inner.now_ms());
+                handle(inner, effects);
+            }
+            Evidence::Up { incarnation } => {
+                inner.voter.peer_up(node);
+                inner.node.borrow_mut().peer_up(node, incarnation);
+            }
+            Evidence::Suspect { .. } => {}
+        }
+    }
+
     /// Stops the tasks and the voter.
     pub async fn stop(&self) {
         self.inner.stopped.set(true);
@@ -439,6 +490,12 @@ async fn leader_watch(inner: Rc<Inner>) {
             last = l;
             inner.node.borrow_mut().on_leader(l.node, inner.now_ms());
             inner.changed.notify(usize::MAX);
+            if l.is_me {
+                // A new controller acts at once on what it knows (liveness evidence for a
+                // dead predecessor), not at the next tick.
+                let effects = inner.node.borrow_mut().tick(inner.now_ms());
+                handle(&inner, effects);
+            }
         }
     }
 }

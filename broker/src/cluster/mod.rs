@@ -12,7 +12,10 @@
 //! - [`broker_session`]: this node's broker registering and heartbeating with the controller.
 //! - [`view`]: the image as shards see it (`ClusterView`, immutable, inside the catalog).
 //! - [`handle`]: a shard's way to the controller executor (`ClusterHandle::call`).
+//! - [`peers_down`]: peers whose tripwire closed, for the shards' Metadata answers.
 //! - [`producer_ids`]: producer-id blocks reserved for this node by the controller.
+//! - [`tripwire`]: the liveness tripwire's TCP sockets (one held connection per peer; a
+//!   closed connection whose redial is refused is evidence the peer's process died).
 //!
 //! Arrows: `cluster` imports `strand-cluster-core`, `limits` and `runtime`; `catalog` holds a
 //! `ClusterView`, `cluster_member` (process wiring) starts the drivers and feeds the shards.
@@ -21,6 +24,8 @@ pub mod broker_session;
 pub mod handle;
 pub mod link;
 pub mod metadata_driver;
+pub mod peers_down;
 pub mod producer_ids;
 pub mod quorum_driver;
+pub mod tripwire;
 pub mod view;

@@ -259,6 +259,27 @@ impl QuorumVoter {
         self.inner.leader.get()
     }
 
+    /// Evidence that `node`'s process died: if it led the quorum, replace it now
+    /// (`Quorum::leader_gone`) rather than after its lease and an election timeout.
+    pub fn peer_gone(&self, node: NodeId) {
+        if self.inner.stopped.get() {
+            return;
+        }
+        self.inner
+            .quorum
+            .borrow_mut()
+            .leader_gone(messages::raft_id(node));
+        drive(&self.inner);
+    }
+
+    /// `node`'s process answers again: evidence about it is void.
+    pub fn peer_up(&self, node: NodeId) {
+        self.inner
+            .quorum
+            .borrow_mut()
+            .leader_alive(messages::raft_id(node));
+    }
+
     /// Stops the tasks and closes the link (what a process exit does, minus the closes).
     pub async fn stop(&self) {
         self.inner.stopped.set(true);

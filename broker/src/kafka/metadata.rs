@@ -2,6 +2,7 @@
 //! the client allows it and `auto.create.topics.enable` is on (Kafka's default).
 
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use strand_wire::kafka::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -13,8 +14,45 @@ use strand_wire::ErrorCode;
 use super::brokers::{brokers, controller_id, placement};
 use super::{authorized, is_internal_topic};
 use crate::catalog::{CatalogOp, NewTopic};
+use crate::limits::{METADATA_AWAIT_NEW_LEADER_MS, METADATA_AWAIT_NEW_LEADER_POLL_MS};
 use crate::node::Node;
 use tracing::debug;
+
+/// Cluster mode: while a requested partition's leader is a peer this node just saw die
+/// (`cluster::peers_down`), wait a moment for the controller's fence to name the next one —
+/// it acts on the same evidence, milliseconds later. A client asks for metadata the moment
+/// its connection to the dead leader breaks; answered with the dead leader, or with none,
+/// librdkafka waits for its next periodic refresh (up to 1 s) before asking again.
+async fn await_new_leaders(node: &Rc<Node>, requested: Option<&[String]>) {
+    let Some(h) = &node.shared.cluster else {
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_millis(METADATA_AWAIT_NEW_LEADER_MS);
+    loop {
+        let hidden = h.peers_down.hidden();
+        if hidden.is_empty() || Instant::now() >= deadline {
+            return;
+        }
+        let catalog = node.catalog();
+        let Some(view) = catalog.cluster.as_ref() else {
+            return;
+        };
+        let led_by_hidden = |t: &crate::cluster::view::TopicView| {
+            t.partitions.iter().any(|p| hidden.contains(&p.leader))
+        };
+        let waiting = match requested {
+            Some(names) => names
+                .iter()
+                .filter_map(|n| view.topics.get(n))
+                .any(led_by_hidden),
+            None => view.topics.values().any(led_by_hidden),
+        };
+        if !waiting {
+            return;
+        }
+        glommio::timer::sleep(Duration::from_millis(METADATA_AWAIT_NEW_LEADER_POLL_MS)).await;
+    }
+}
 
 pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> MetadataResponse {
     // v0 sends an empty list to mean "all topics"; v1+ sends null for that.
@@ -75,6 +113,7 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
             }
         }
     }
+    await_new_leaders(node, requested.as_deref()).await;
     let catalog = node.catalog();
     let mut r = MetadataResponse::default();
     r.brokers = brokers(node, &catalog)
@@ -93,6 +132,14 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
     if req.include_cluster_authorized_operations && (8..=10).contains(&version) {
         r.cluster_authorized_operations = authorized::CLUSTER;
     }
+    // Leaders whose process this node just saw die and that no fence has replaced within
+    // the wait above: no leader (LEADER_NOT_AVAILABLE), so clients keep asking.
+    let hidden = node
+        .shared
+        .cluster
+        .as_ref()
+        .map(|h| h.peers_down.hidden())
+        .unwrap_or_default();
     let names: Vec<String> = requested.unwrap_or_else(|| catalog.topics.keys().cloned().collect());
     for name in names {
         let mut t = MetadataResponseTopic::default();
@@ -120,7 +167,10 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
                 }
                 t.partitions = (0..meta.partitions)
                     .map(|p| {
-                        let at = placement(node, &catalog, &name, p);
+                        let mut at = placement(node, &catalog, &name, p);
+                        if hidden.contains(&at.leader) {
+                            at.leader = -1;
+                        }
                         let mut part = MetadataResponsePartition::default();
                         part.partition_index = p;
                         if at.leader < 0 {

@@ -622,3 +622,87 @@ fn a_node_speaks_only_for_itself() {
     );
     assert_eq!(a.error.unwrap().0, ErrorCode::InvalidRequest);
 }
+
+/// Three brokers and `t` with 3 partitions on all of them.
+fn replicated() -> Cluster {
+    let mut c = Cluster::new();
+    c.start_brokers();
+    let a = c.ask(
+        1,
+        Asker::Local(1),
+        Request::CreateTopic(NewTopic {
+            name: "t".into(),
+            partitions: 3,
+            replication_factor: 3,
+            configs: BTreeMap::new(),
+        }),
+    );
+    assert_eq!(a.error, None);
+    c
+}
+
+fn holds_nothing(c: &Cluster, node: NodeId) {
+    for n in &c.nodes {
+        let img = n.image();
+        assert!(img.brokers[&node].fenced, "node {node} fenced");
+        for p in 0..3 {
+            let s = img.partition("t", p).unwrap();
+            assert_ne!(s.leader, node, "t-{p}: {s:?}");
+            assert!(!s.isr.contains(&node), "t-{p}: {s:?}");
+        }
+    }
+}
+
+#[test]
+fn evidence_that_a_broker_died_fences_it_in_the_same_tick_and_is_then_dropped() {
+    let mut c = replicated();
+    let now = c.now_ms;
+    // Evidence for an incarnation that is not the registered one (stale): nothing happens.
+    let effects = c.node(1).peer_gone(3, 999, now);
+    assert!(c.handle(effects, true).is_empty());
+    assert!(c.node(1).gone().is_empty());
+    // Node 2's process (incarnation 102) died: no virtual time passes.
+    let effects = c.node(1).peer_gone(2, 102, now);
+    c.handle(effects, false);
+    holds_nothing(&c, 2);
+    for n in 1..=3 {
+        assert!(
+            c.node(n).gone().is_empty(),
+            "the fence settles the evidence"
+        );
+    }
+    assert!(!c.nodes[0].image().brokers[&3].fenced);
+}
+
+#[test]
+fn a_new_controller_fences_an_evidenced_broker_at_once_not_after_a_fresh_session() {
+    let mut c = replicated();
+    let now = c.now_ms;
+    // Node 1 leads the quorum and dies; nodes 2 and 3 hold the evidence.
+    for n in [2, 3] {
+        let effects = c.node(n).peer_gone(1, 101, now);
+        assert!(c.handle(effects, true).is_empty(), "not the controller");
+        assert_eq!(c.node(n).gone().get(&1), Some(&101));
+    }
+    c.lead(2);
+    let effects = c.node(2).tick(now + 1);
+    c.handle(effects, false);
+    holds_nothing(&c, 1);
+}
+
+#[test]
+fn a_tripwire_that_reaches_the_same_process_again_cancels_the_evidence() {
+    let mut c = replicated();
+    let now = c.now_ms;
+    let effects = c.node(2).peer_gone(1, 101, now);
+    c.handle(effects, true);
+    c.node(2).peer_up(1, 101);
+    assert!(c.node(2).gone().is_empty());
+    c.lead(2);
+    let effects = c.node(2).tick(now + 1);
+    assert!(
+        c.handle(effects, true).is_empty(),
+        "a live broker keeps its session"
+    );
+    assert!(!c.nodes[1].image().brokers[&1].fenced);
+}
