@@ -27,6 +27,43 @@ fn free_udp_port() -> io::Result<u16> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// Whether `port` is free on 127.0.0.1 for both UDP (the QUIC cluster endpoint) and TCP (its
+/// liveness tripwire listener, `cluster::tripwire`).
+fn free_for_both(port: u16) -> bool {
+    UdpSocket::bind(("127.0.0.1", port)).is_ok() && TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+/// A cluster port: free for UDP and TCP, and below the kernel's ephemeral range when it can
+/// be (inside it, any outgoing TCP connection may take the port before the node binds its
+/// tripwire listener; seen in a test: the node then runs without one).
+fn free_cluster_port() -> io::Result<u16> {
+    const LOWEST: u32 = 10_000;
+    let ephemeral_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    if ephemeral_from > LOWEST + 100 {
+        let span = ephemeral_from - LOWEST;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+            ^ std::process::id().wrapping_mul(2_654_435_761);
+        for i in 0..1_000u32 {
+            let port = LOWEST + seed.wrapping_add(i.wrapping_mul(7_919)) % span;
+            if free_for_both(port as u16) {
+                return Ok(port as u16);
+            }
+        }
+    }
+    for _ in 0..100 {
+        let port = free_udp_port()?;
+        if free_for_both(port) {
+            return Ok(port);
+        }
+    }
+    free_udp_port()
+}
+
 /// The client address in an existing node config (`listen = "..."`).
 fn listen_of(toml: &str) -> Option<String> {
     toml.lines()
@@ -71,7 +108,7 @@ fn prepare(dir: &Path, nodes: u32, cores: usize) -> io::Result<Vec<(PathBuf, Str
         return Ok(out);
     }
     let voters = (1..=nodes)
-        .map(|n| Ok(format!("{n}@127.0.0.1:{}", free_udp_port()?)))
+        .map(|n| Ok(format!("{n}@127.0.0.1:{}", free_cluster_port()?)))
         .collect::<io::Result<Vec<String>>>()?
         .join(",");
     let cluster_id = format!("local-{}", std::process::id());

@@ -21,6 +21,7 @@ Replication factor is 1 here: copying partitions between nodes is #18.
 import contextlib
 import json
 import os
+import random
 import socket
 import subprocess
 import time
@@ -39,10 +40,38 @@ from conftest import BINARY, Broker, free_port, until
 NODES = (1, 2, 3)
 
 
+def free_for_both(port):
+    """Whether `port` is free on 127.0.0.1 for UDP (the QUIC cluster endpoint) and TCP (its
+    liveness tripwire listener)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u, socket.socket() as t:
+            u.bind(("127.0.0.1", port))
+            t.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+
+
 def free_udp_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A cluster port free for UDP and TCP, below the kernel's ephemeral range (inside it an
+    outgoing connection took a node's TCP twin once, and that node ran without a tripwire)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_from = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_from = 32768
+    if ephemeral_from > 10100:
+        for _ in range(1000):
+            port = random.randint(10000, ephemeral_from - 1)
+            if free_for_both(port):
+                return port
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if free_for_both(port):
+            return port
+    raise AssertionError("no port free for both UDP and TCP")
 
 
 class Cluster:
