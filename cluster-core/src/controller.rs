@@ -294,10 +294,8 @@ impl Controller {
         self.tick_with_evidence(image, now_ms, &BTreeMap::new())
     }
 
-    /// [`Controller::tick`], and also fence every unfenced broker whose process is known to
-    /// be gone: `gone` maps a node to the incarnation a liveness tripwire saw die
-    /// (`crate::liveness`). Evidence for another incarnation than the registered one (the
-    /// node has restarted since) fences nothing.
+    /// [`Controller::tick`], and also fence each unfenced broker whose registered incarnation
+    /// is in `gone` (what a liveness tripwire saw die, `crate::liveness`).
     pub fn tick_with_evidence(
         &mut self,
         image: &Image,
