@@ -160,6 +160,10 @@ pub enum ClusterCmd {
         /// Shards (cores) per node.
         #[arg(long, default_value_t = 1)]
         cores_per_node: usize,
+        /// Confines each node to cores, one list per node separated by `/`
+        /// (`0-3/4-7/8-11`); a single list applies to every node [default: no confinement].
+        #[arg(long)]
+        node_cpus: Option<String>,
     },
     /// A development CA and a certificate for each node, for the cluster transport's mutual
     /// TLS: DIR/ca.pem, DIR/ca.key, DIR/node-N.pem, DIR/node-N.key. Production clusters use
@@ -741,9 +745,10 @@ pub fn cluster(conn: Conn, cmd: ClusterCmd) -> ExitCode {
         nodes,
         dir,
         cores_per_node,
+        node_cpus,
     } = cmd
     {
-        return crate::local_cluster::start(&dir, nodes, cores_per_node);
+        return crate::local_cluster::start(&dir, nodes, cores_per_node, node_cpus.as_deref());
     }
     if let ClusterCmd::Certs { out, nodes } = cmd {
         return match crate::certs::write_dev_certs(&out, &nodes) {

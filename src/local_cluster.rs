@@ -186,8 +186,28 @@ fn block_stop_signals() -> io::Result<libc::sigset_t> {
     }
 }
 
-pub fn start(dir: &Path, nodes: u32, cores: usize) -> ExitCode {
-    match run(dir, nodes, cores) {
+/// `--node-cpus`: one core list per node (`0-3/4-7`), or one list for all of them.
+fn node_cpus(spec: Option<&str>, nodes: u32) -> io::Result<Vec<Option<Vec<usize>>>> {
+    let Some(spec) = spec else {
+        return Ok(vec![None; nodes as usize]);
+    };
+    let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
+    let lists = spec
+        .split('/')
+        .map(|l| strand_tuning::cpus::parse_list(l.trim()))
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(|e| invalid(format!("--node-cpus {spec:?}: {e}")))?;
+    match lists.len() {
+        1 => Ok(vec![Some(lists[0].clone()); nodes as usize]),
+        n if n == nodes as usize => Ok(lists.into_iter().map(Some).collect()),
+        n => Err(invalid(format!(
+            "--node-cpus {spec:?} has {n} lists for {nodes} nodes (one per node, or one for all)"
+        ))),
+    }
+}
+
+pub fn start(dir: &Path, nodes: u32, cores: usize, cpus: Option<&str>) -> ExitCode {
+    match run(dir, nodes, cores, cpus) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("strand cluster start: {e}");
@@ -196,18 +216,19 @@ pub fn start(dir: &Path, nodes: u32, cores: usize) -> ExitCode {
     }
 }
 
-fn run(dir: &Path, nodes: u32, cores: usize) -> io::Result<()> {
+fn run(dir: &Path, nodes: u32, cores: usize, cpus: Option<&str>) -> io::Result<()> {
     if !(1..=9).contains(&nodes) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("--nodes must be between 1 and 9, got {nodes}"),
         ));
     }
+    let node_cpus = node_cpus(cpus, nodes)?;
     let set = block_stop_signals()?;
     let dir = std::path::absolute(dir)?;
     let configs = prepare(&dir, nodes, cores)?;
     let exe = std::env::current_exe()?;
-    for (n, (config, _)) in (1..=nodes).zip(&configs) {
+    for ((n, (config, _)), cpus) in (1..=nodes).zip(&configs).zip(node_cpus) {
         if let Some(pid) = pid_of(&dir, n).filter(|p| alive(*p)) {
             return Err(io::Error::new(
                 io::ErrorKind::AddrInUse,
@@ -218,14 +239,22 @@ fn run(dir: &Path, nodes: u32, cores: usize) -> io::Result<()> {
             .create(true)
             .append(true)
             .open(dir.join(format!("node-{n}/strand.log")))?;
-        Command::new(&exe)
-            .arg("serve")
+        let mut cmd = Command::new(&exe);
+        cmd.arg("serve")
             .arg("--config")
             .arg(config)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?;
+            .stderr(log);
+        if let Some(cpus) = cpus {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the closure makes one async-signal-safe syscall (sched_setaffinity) on
+            // a list allocated before the fork; the node's shards pin within it.
+            unsafe {
+                cmd.pre_exec(move || strand_tuning::cpus::set_affinity(0, &cpus));
+            }
+        }
+        cmd.spawn()?;
         println!(
             "node {n}: config {}  log {}",
             config.display(),
@@ -295,5 +324,25 @@ fn reap() {
         if pid <= 0 {
             break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::node_cpus;
+
+    #[test]
+    fn node_cpus_are_one_list_per_node_or_one_for_all() {
+        assert_eq!(node_cpus(None, 2).expect("none"), vec![None, None]);
+        assert_eq!(
+            node_cpus(Some("0-1/2/3"), 3).expect("three"),
+            vec![Some(vec![0, 1]), Some(vec![2]), Some(vec![3])]
+        );
+        assert_eq!(
+            node_cpus(Some("0"), 3).expect("shared"),
+            vec![Some(vec![0]); 3]
+        );
+        assert!(node_cpus(Some("0/1"), 3).is_err());
+        assert!(node_cpus(Some("x"), 1).is_err());
     }
 }

@@ -1,6 +1,8 @@
 //! The brokers a bench can start itself: Strand (`strand serve`, the same binary, in a temp
-//! directory) and Apache Kafka 4.x (single-node KRaft, jars from Maven Central). Both keep
+//! directory; `strand cluster start` for several nodes) and Apache Kafka 4.x (KRaft, one
+//! process per node in combined broker+controller mode, jars from Maven Central). Both keep
 //! their data under the bench's work directory, so they share a disk. Dropping one stops it.
+//! With several nodes, node k of either system runs on the same cores ([`node_slices`]).
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -11,6 +13,8 @@ use std::time::{Duration, Instant};
 const KAFKA_POM: &str = include_str!("../../bench/kafka/pom.xml");
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+/// `strand cluster start` stops its nodes one after another, each within 20 s.
+const CLUSTER_STOP_TIMEOUT: Duration = Duration::from_secs(70);
 
 /// A broker process started by the bench.
 pub struct Spawned {
@@ -19,6 +23,7 @@ pub struct Spawned {
     pub log_path: PathBuf,
     /// What it is, for reports: `strand (embedded)`, `apache-kafka 4.x (KRaft)`.
     pub description: String,
+    stop_timeout: Duration,
 }
 
 impl Spawned {
@@ -28,6 +33,12 @@ impl Spawned {
 
     /// SIGTERM, then SIGKILL if it does not exit in time.
     pub fn stop(&mut self) {
+        self.terminate();
+        self.await_exit();
+    }
+
+    /// Sends SIGTERM (once it may still run).
+    fn terminate(&mut self) {
         if let Ok(Some(_)) = self.child.try_wait() {
             return;
         }
@@ -35,7 +46,11 @@ impl Spawned {
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
-        let deadline = Instant::now() + STOP_TIMEOUT;
+    }
+
+    /// Waits for the exit after [`Spawned::terminate`]; SIGKILL after the stop timeout.
+    fn await_exit(&mut self) {
+        let deadline = Instant::now() + self.stop_timeout;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return;
@@ -75,6 +90,61 @@ impl Drop for Spawned {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Stops every process at once (SIGTERM to all, then waits): a Kafka node stopped alone
+/// waits for the others' controllers, so one at a time would add their timeouts.
+pub fn stop_all(procs: &mut [Spawned]) {
+    for p in procs.iter_mut() {
+        p.terminate();
+    }
+    for p in procs.iter_mut() {
+        p.await_exit();
+    }
+}
+
+/// The bootstrap list of several started nodes.
+pub fn bootstrap_of(procs: &[Spawned]) -> String {
+    procs
+        .iter()
+        .map(|p| p.bootstrap.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The cores of each of `nodes` nodes: equal disjoint slices of the brokers' cores when there
+/// are at least as many cores as nodes (left-over cores unused), else all of them for every
+/// node. Node k of Strand and of Kafka get the same slice.
+pub fn node_slices(cpus: Option<&[usize]>, nodes: usize) -> Vec<Option<Vec<usize>>> {
+    let nodes = nodes.max(1);
+    match cpus {
+        None => vec![None; nodes],
+        Some(c) if c.len() < nodes => vec![Some(c.to_vec()); nodes],
+        Some(c) => {
+            let each = c.len() / nodes;
+            c.chunks(each)
+                .take(nodes)
+                .map(|s| Some(s.to_vec()))
+                .collect()
+        }
+    }
+}
+
+/// "node 1 on cpus 0-3, node 2 on cpus 4-7" for reports.
+pub fn describe_slices(slices: &[Option<Vec<usize>>]) -> String {
+    slices
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match s {
+            Some(c) => format!(
+                "node {} on cpus {}",
+                i + 1,
+                strand_tuning::cpus::format_list(c)
+            ),
+            None => format!("node {} on any core", i + 1),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn tail(path: &Path) -> String {
@@ -157,9 +227,95 @@ pub fn start_strand(
         bootstrap,
         log_path,
         description: "strand (embedded)".into(),
+        stop_timeout: STOP_TIMEOUT,
     };
     s.wait_listening(port, Duration::ZERO)?;
     Ok(s)
+}
+
+/// Starts `strand_bin cluster start --nodes N` in `dir` (node k confined to slice k of
+/// `cpus`, [`node_slices`]) and waits for its `bootstrap:` line. Returns the process (whose
+/// SIGTERM stops every node) and node 1's admin API address.
+pub fn start_strand_cluster(
+    strand_bin: &Path,
+    dir: &Path,
+    nodes: u32,
+    cores_per_node: Option<usize>,
+    cpus: Option<&[usize]>,
+) -> Result<(Spawned, Option<String>), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let slices = node_slices(cpus, nodes as usize);
+    let cores = cores_per_node
+        .or_else(|| slices[0].as_ref().map(Vec::len))
+        .unwrap_or(1);
+    let log_path = dir.join("cluster-start.log");
+    let (out, err) = log_file(&log_path)?;
+    let cluster_dir = dir.join("cluster");
+    let mut cmd = Command::new(strand_bin);
+    cmd.arg("cluster")
+        .arg("start")
+        .arg("--nodes")
+        .arg(nodes.to_string())
+        .arg("--dir")
+        .arg(&cluster_dir)
+        .arg("--cores-per-node")
+        .arg(cores.to_string())
+        .env_remove("STRAND_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    if slices.iter().all(Option::is_some) {
+        let lists: Vec<String> = slices
+            .iter()
+            .flatten()
+            .map(|c| strand_tuning::cpus::format_list(c))
+            .collect();
+        cmd.arg("--node-cpus").arg(lists.join("/"));
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {} cluster start: {e}", strand_bin.display()))?;
+    let mut s = Spawned {
+        child,
+        bootstrap: String::new(),
+        log_path,
+        description: format!(
+            "strand, {nodes} nodes (strand cluster start, {cores} shard(s) each; {})",
+            describe_slices(&slices)
+        ),
+        stop_timeout: CLUSTER_STOP_TIMEOUT,
+    };
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let text = std::fs::read_to_string(&s.log_path).unwrap_or_default();
+        if let Some(b) = text.lines().find_map(|l| l.strip_prefix("bootstrap: ")) {
+            s.bootstrap = b.trim().to_string();
+            break;
+        }
+        if let Ok(Some(status)) = s.child.try_wait() {
+            return Err(format!(
+                "strand cluster start exited ({status}); its output: {}\n{}",
+                s.log_path.display(),
+                tail(&s.log_path)
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "strand cluster start: no bootstrap line within {} s; its output: {}",
+                START_TIMEOUT.as_secs(),
+                s.log_path.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let admin = std::fs::read_to_string(cluster_dir.join("node-1/strand.toml"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("\"admin.listen\" = "))
+                .map(|v| v.trim().trim_matches('"').to_string())
+        });
+    Ok((s, admin))
 }
 
 /// The command that fetches Kafka's jars into `libs`.
@@ -237,30 +393,54 @@ pub fn kafka_version(libs: &Path) -> Option<String> {
     })
 }
 
-/// Formats and starts a single-node KRaft Kafka with its data in `dir/data`.
-pub fn start_kafka(
-    libs: &Path,
-    dir: &Path,
-    heap: &str,
-    cpus: Option<&[usize]>,
-) -> Result<Spawned, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let (port, controller) = (free_port()?, free_port()?);
-    let data = dir.join("data");
-    let props = dir.join("kafka.properties");
-    let text = format!(
-        "process.roles=broker,controller\nnode.id=1\n\
-         controller.quorum.voters=1@127.0.0.1:{controller}\n\
+/// One Kafka node's properties: combined broker+controller, `nodes` voters; the internal
+/// topics replicated as Kafka's defaults have it (3 / 3 / min ISR 2) where there are nodes
+/// for it.
+fn kafka_properties(
+    node: u32,
+    nodes: u32,
+    voters: &str,
+    port: u16,
+    controller: u16,
+    data: &Path,
+) -> String {
+    let rf = nodes.min(3);
+    let min_isr = nodes.min(2);
+    format!(
+        "process.roles=broker,controller\nnode.id={node}\n\
+         controller.quorum.voters={voters}\n\
          listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
          advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
          controller.listener.names=CONTROLLER\n\
          listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
-         log.dirs={}\nnum.partitions=1\noffsets.topic.replication.factor=1\n\
-         offsets.topic.num.partitions=4\ntransaction.state.log.replication.factor=1\n\
-         transaction.state.log.min.isr=1\ngroup.initial.rebalance.delay.ms=0\n",
+         log.dirs={}\nnum.partitions=1\noffsets.topic.replication.factor={rf}\n\
+         offsets.topic.num.partitions=4\ntransaction.state.log.replication.factor={rf}\n\
+         transaction.state.log.min.isr={min_isr}\ngroup.initial.rebalance.delay.ms=0\n",
         data.display()
-    );
-    std::fs::write(&props, text).map_err(|e| format!("{}: {e}", props.display()))?;
+    )
+}
+
+/// Formats and starts a KRaft Kafka of `nodes` processes (combined broker+controller each,
+/// node k in `dir/node-k` confined to slice k of `cpus`, [`node_slices`]).
+pub fn start_kafka(
+    libs: &Path,
+    dir: &Path,
+    nodes: u32,
+    heap: &str,
+    cpus: Option<&[usize]>,
+) -> Result<Vec<Spawned>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let nodes = nodes.max(1);
+    let mut ports = Vec::new();
+    for _ in 0..nodes {
+        ports.push((free_port()?, free_port()?));
+    }
+    let voters = ports
+        .iter()
+        .enumerate()
+        .map(|(i, (_, c))| format!("{}@127.0.0.1:{c}", i + 1))
+        .collect::<Vec<_>>()
+        .join(",");
     let cp = format!("{}/*", libs.display());
     let java = |args: &[&str]| -> Result<String, String> {
         let out = Command::new("java")
@@ -280,39 +460,109 @@ pub fn start_kafka(
     };
     let id = java(&["kafka.tools.StorageTool", "random-uuid"])?;
     let id = id.lines().last().unwrap_or("").trim().to_string();
-    let props_s = props.display().to_string();
-    java(&[
-        "kafka.tools.StorageTool",
-        "format",
-        "-t",
-        &id,
-        "-c",
-        &props_s,
-    ])?;
-    let log_path = dir.join("kafka.log");
-    let (out, err) = log_file(&log_path)?;
-    let mut cmd = Command::new("java");
-    cmd.arg(format!("-Xmx{heap}"))
-        .arg(format!("-Xms{heap}"))
-        .arg("-cp")
-        .arg(&cp)
-        .arg("kafka.Kafka")
-        .arg(&props)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
-    confine(&mut cmd, cpus);
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start kafka: {e}"))?;
     let version = kafka_version(libs).unwrap_or_else(|| "4.x".into());
-    let mut s = Spawned {
-        child,
-        bootstrap: format!("127.0.0.1:{port}"),
-        log_path,
-        description: format!("apache-kafka {version} (KRaft, single node)"),
-    };
-    // The broker accepts connections a moment before it has registered with its controller.
-    s.wait_listening(port, Duration::from_secs(2))?;
-    Ok(s)
+    let slices = node_slices(cpus, nodes as usize);
+    let mut started = Vec::new();
+    for (i, ((port, controller), slice)) in ports.iter().zip(&slices).enumerate() {
+        let node = i as u32 + 1;
+        // One node keeps the single-node layout (`dir/data`) of earlier reports.
+        let node_dir = if nodes == 1 {
+            dir.to_path_buf()
+        } else {
+            dir.join(format!("node-{node}"))
+        };
+        std::fs::create_dir_all(&node_dir)
+            .map_err(|e| format!("cannot create {}: {e}", node_dir.display()))?;
+        let props = node_dir.join("kafka.properties");
+        let text = kafka_properties(
+            node,
+            nodes,
+            &voters,
+            *port,
+            *controller,
+            &node_dir.join("data"),
+        );
+        std::fs::write(&props, text).map_err(|e| format!("{}: {e}", props.display()))?;
+        let props_s = props.display().to_string();
+        java(&[
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            &id,
+            "-c",
+            &props_s,
+        ])?;
+        let log_path = node_dir.join("kafka.log");
+        let (out, err) = log_file(&log_path)?;
+        let mut cmd = Command::new("java");
+        cmd.arg(format!("-Xmx{heap}"))
+            .arg(format!("-Xms{heap}"))
+            .arg("-cp")
+            .arg(&cp)
+            .arg("kafka.Kafka")
+            .arg(&props)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        confine(&mut cmd, slice.as_deref());
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start kafka: {e}"))?;
+        let description = if nodes == 1 {
+            format!("apache-kafka {version} (KRaft, single node)")
+        } else {
+            format!(
+                "apache-kafka {version} (KRaft, {nodes} nodes, broker+controller each; {})",
+                describe_slices(&slices)
+            )
+        };
+        started.push(Spawned {
+            child,
+            bootstrap: format!("127.0.0.1:{port}"),
+            log_path,
+            description,
+            stop_timeout: STOP_TIMEOUT,
+        });
+    }
+    // The brokers accept connections a moment before they have registered with the
+    // controller quorum (the bench's topic creation retries until all have).
+    for (s, (port, _)) in started.iter_mut().zip(&ports) {
+        if let Err(e) = s.wait_listening(*port, Duration::from_secs(2)) {
+            stop_all(&mut started);
+            return Err(e);
+        }
+    }
+    Ok(started)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_get_disjoint_slices_when_there_are_cores_for_them() {
+        assert_eq!(node_slices(None, 3), vec![None, None, None]);
+        assert_eq!(node_slices(Some(&[0]), 3), vec![Some(vec![0]); 3]);
+        assert_eq!(
+            node_slices(Some(&[0, 1, 2, 3, 4, 5, 6]), 3),
+            vec![Some(vec![0, 1]), Some(vec![2, 3]), Some(vec![4, 5])]
+        );
+        assert_eq!(node_slices(Some(&[4, 5]), 1), vec![Some(vec![4, 5])]);
+        assert_eq!(
+            describe_slices(&node_slices(Some(&[0, 1]), 2)),
+            "node 1 on cpus 0, node 2 on cpus 1"
+        );
+    }
+
+    #[test]
+    fn kafka_nodes_share_the_voters_and_replicate_internal_topics() {
+        let p = kafka_properties(2, 3, "1@h:1,2@h:2,3@h:3", 9092, 9093, Path::new("/d"));
+        assert!(p.contains("node.id=2\n"));
+        assert!(p.contains("controller.quorum.voters=1@h:1,2@h:2,3@h:3\n"));
+        assert!(p.contains("offsets.topic.replication.factor=3\n"));
+        assert!(p.contains("transaction.state.log.min.isr=2\n"));
+        let one = kafka_properties(1, 1, "1@h:1", 9092, 9093, Path::new("/d"));
+        assert!(one.contains("offsets.topic.replication.factor=1\n"));
+        assert!(one.contains("transaction.state.log.min.isr=1\n"));
+    }
 }

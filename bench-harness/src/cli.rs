@@ -33,8 +33,8 @@ enum BenchCmd {
         #[arg(long)]
         fsync_both: bool,
     },
-    /// The same workload against Strand and Apache Kafka (single-node KRaft, started here
-    /// from Maven Central's jars), with the ratios.
+    /// The same workload against Strand and Apache Kafka (KRaft, started here from Maven
+    /// Central's jars; `--nodes` for clusters), with the ratios.
     CompareBrokers {
         #[command(flatten)]
         common: Common,
@@ -98,6 +98,12 @@ struct Common {
     /// get; not pinned against a broker given with --bootstrap].
     #[arg(long)]
     client_cpus: Option<String>,
+    /// Nodes of each broker the bench starts: Strand through `strand cluster start`, Kafka
+    /// as KRaft nodes (broker+controller each); node k of both on the same slice of
+    /// --broker-cpus. Topics get replication factor N and min.insync.replicas N-1 unless the
+    /// workload sets them (`--set replication_factor=...`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
+    nodes: u32,
     /// Decided in `main` from the two flags above.
     #[arg(skip)]
     placement: Placement,
@@ -139,6 +145,7 @@ impl Common {
         for s in &self.sets {
             w.set(s)?;
         }
+        w.replicate_over(self.nodes);
         w.validate()?;
         Ok(w)
     }
@@ -226,6 +233,21 @@ fn strand_target(
             c.broker_admin.clone(),
             None,
         ),
+        None if c.nodes > 1 => {
+            eprintln!(
+                "starting strand cluster start --nodes {} in {}",
+                c.nodes,
+                dir.display()
+            );
+            let (s, admin) = brokers::start_strand_cluster(
+                &env.strand_bin,
+                dir,
+                c.nodes,
+                c.broker_cores,
+                c.placement.broker.as_deref(),
+            )?;
+            (s.bootstrap.clone(), s.description.clone(), admin, Some(s))
+        }
         None => {
             eprintln!("starting strand serve in {}", dir.display());
             let admin = format!("127.0.0.1:{}", brokers::free_port()?);
@@ -286,6 +308,19 @@ fn announce(w: &Workload, t: &Target) {
         },
         w.duration_s
     );
+}
+
+/// The topics' replication, for reports.
+fn replication_note(w: &Workload) -> String {
+    let rf = match w.replication_factor {
+        -1 => "the broker's default".to_string(),
+        n => n.to_string(),
+    };
+    let isr = match w.min_insync_replicas {
+        0 => "the broker's default".to_string(),
+        n => n.to_string(),
+    };
+    format!("Topics: replication factor {rf}, min.insync.replicas {isr}.")
 }
 
 /// "34 s (p99 settled)", "120 s (p99 had not settled)" or "5 s".
@@ -389,7 +424,7 @@ fn bench_run(c: &Common, env: &Env) -> Result<(), String> {
         kind: "run",
         title,
         table: String::new(),
-        notes: vec![c.placement.describe()],
+        notes: vec![c.placement.describe(), replication_note(&w)],
     };
     write_reports(c, env, host, &runs, rep)?;
     failed_records(&runs)
@@ -447,6 +482,7 @@ fn compare_acks(c: &Common, fsync_both: bool, env: &Env) -> Result<(), String> {
             target.broker
         ),
         c.placement.describe(),
+        replication_note(&base),
     ];
     let host = report::host_facts(work.path());
     let title = format!("strand bench compare-acks: {}", base.name);
@@ -509,7 +545,7 @@ fn compare_brokers(
                 topic_configs: Vec::new(),
                 admin: None,
             },
-            None,
+            Vec::new(),
         ),
         None => {
             eprintln!(
@@ -519,25 +555,24 @@ fn compare_brokers(
             let k = brokers::start_kafka(
                 kafka_libs,
                 &work.path().join("kafka"),
+                c.nodes,
                 kafka_heap,
                 c.placement.broker.as_deref(),
             )?;
             (
                 Target {
                     label: "kafka".into(),
-                    bootstrap: k.bootstrap.clone(),
-                    broker: k.description.clone(),
+                    bootstrap: brokers::bootstrap_of(&k),
+                    broker: k.first().map(|s| s.description.clone()).unwrap_or_default(),
                     topic_configs: Vec::new(),
                     admin: None,
                 },
-                Some(k),
+                k,
             )
         }
     };
     let kafka_run = run_one(&w, &kafka_target);
-    if let Some(k) = kafka.as_mut() {
-        k.stop();
-    }
+    brokers::stop_all(&mut kafka);
     let kafka_run = kafka_run?;
     let runs = vec![strand, kafka_run];
     let table = format!(
@@ -554,6 +589,7 @@ fn compare_brokers(
             work.path().display()
         ),
         format!("{} (the same for both brokers)", c.placement.describe()),
+        replication_note(&w),
         warmup_rule,
         format!(
             "Warm-up taken: Strand {}; Kafka {}.",

@@ -94,22 +94,41 @@ where
         .map_err(|e| format!("executor: {e}"))?
 }
 
+/// Kafka's TOPIC_ALREADY_EXISTS: a retried CreateTopics whose first try got through.
+const TOPIC_ALREADY_EXISTS: i16 = 36;
+
 fn create_topics(
     bootstrap: &str,
     topics: &[String],
     partitions: i32,
+    replication_factor: i32,
     configs: &[(String, String)],
 ) -> Result<(), String> {
     let (bootstrap, topics, configs) = (bootstrap.to_string(), topics.to_vec(), configs.to_vec());
+    let replication_factor = i16::try_from(replication_factor)
+        .map_err(|_| format!("replication factor {replication_factor} is out of range"))?;
     block_on(move || async move {
         let cluster = Cluster::connect(&bootstrap, "strand-bench-admin")
             .await
             .map_err(|e| format!("cannot connect to {bootstrap}: {e}"))?;
+        // A cluster just started may not have every node registered yet (Kafka and Strand
+        // answer INVALID_REPLICATION_FACTOR, or NOT_CONTROLLER while the quorum elects):
+        // retry, as admin clients do, until the deadline.
+        let deadline = std::time::Instant::now() + LEADERS_TIMEOUT;
         for t in &topics {
-            cluster
-                .create_topic(t, partitions, &configs)
-                .await
-                .map_err(|e| format!("cannot create topic {t}: {e}"))?;
+            loop {
+                match cluster
+                    .create_topic_replicated(t, partitions, replication_factor, &configs)
+                    .await
+                {
+                    Ok(()) => break,
+                    Err(e) if e.code() == Some(TOPIC_ALREADY_EXISTS) => break,
+                    Err(e) if std::time::Instant::now() > deadline => {
+                        return Err(format!("cannot create topic {t}: {e}"))
+                    }
+                    Err(_) => glommio::timer::sleep(std::time::Duration::from_millis(200)).await,
+                }
+            }
         }
         // A broker answers CreateTopics before every new partition has a leader (Kafka's
         // controller elects them a moment later); clients that start now fail with
@@ -227,11 +246,14 @@ pub fn run(w: &Workload, target: &Target, progress: &Progress) -> Result<RunResu
     let topics: Vec<String> = (0..w.topics)
         .map(|i| format!("strand-bench-{id}-{i}"))
         .collect();
+    let mut configs = w.topic_configs();
+    configs.extend(target.topic_configs.iter().cloned());
     create_topics(
         &target.bootstrap,
         &topics,
         w.partitions_per_topic as i32,
-        &target.topic_configs,
+        w.replication_factor,
+        &configs,
     )?;
     let plan = Plan {
         workload: w.clone(),

@@ -184,6 +184,12 @@ pub struct Workload {
     /// the same cores, `false` lets the kernel move a busy client thread off a core where a
     /// per-CPU kworker must run (see docs/ARCHITECTURE.md, "Direct I/O completions").
     pub pin_client_threads: bool,
+    /// The topics' replication factor; -1: the broker's `default.replication.factor`.
+    /// `--nodes N` makes it N when unset.
+    pub replication_factor: i32,
+    /// The topics' `min.insync.replicas` (sent to both brokers); 0: the broker's default.
+    /// `--nodes N` (N >= 2) makes it N - 1 when unset.
+    pub min_insync_replicas: i32,
 }
 
 impl Default for Workload {
@@ -216,6 +222,8 @@ impl Default for Workload {
             write_caching: None,
             driver: DriverKind::Native,
             pin_client_threads: true,
+            replication_factor: -1,
+            min_insync_replicas: 0,
         }
     }
 }
@@ -309,6 +317,18 @@ impl Workload {
         if self.max_in_flight_requests == 0 {
             return fail("max_in_flight_requests must be > 0".into());
         }
+        if self.replication_factor == 0 || self.replication_factor < -1 {
+            return fail("replication_factor must be >= 1 (or -1: the broker's default)".into());
+        }
+        if self.min_insync_replicas < 0
+            || (self.replication_factor > 0 && self.min_insync_replicas > self.replication_factor)
+        {
+            return fail(
+                "min_insync_replicas must be >= 0 (0: the broker's default) and at most the \
+                 replication factor"
+                    .into(),
+            );
+        }
         if self.transactions && self.acks_i16()? != -1 {
             return fail("transactions need acks=all".into());
         }
@@ -331,6 +351,32 @@ impl Workload {
         self.rate
             .messages_per_s(self.message_size_bytes)
             .map(|r| r / producers)
+    }
+
+    /// Topic configs every broker gets at creation (Strand-only ones are added elsewhere).
+    pub fn topic_configs(&self) -> Vec<(String, String)> {
+        let mut c = Vec::new();
+        if self.min_insync_replicas > 0 {
+            c.push((
+                "min.insync.replicas".to_string(),
+                self.min_insync_replicas.to_string(),
+            ));
+        }
+        c
+    }
+
+    /// What `--nodes N` implies for a workload that does not say: replication factor N and
+    /// `min.insync.replicas` N - 1 (Kafka's usual 3 / 2).
+    pub fn replicate_over(&mut self, nodes: u32) {
+        if nodes < 2 {
+            return;
+        }
+        if self.replication_factor == -1 {
+            self.replication_factor = nodes as i32;
+        }
+        if self.min_insync_replicas == 0 {
+            self.min_insync_replicas = (self.replication_factor - 1).max(1);
+        }
     }
 
     pub fn total_s(&self) -> f64 {
@@ -372,6 +418,26 @@ pub fn parse_duration_s(s: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nodes_imply_replication_unless_the_workload_says() {
+        let mut w = Workload::default();
+        w.replicate_over(1);
+        assert_eq!((w.replication_factor, w.min_insync_replicas), (-1, 0));
+        assert!(w.topic_configs().is_empty());
+        w.replicate_over(3);
+        assert_eq!((w.replication_factor, w.min_insync_replicas), (3, 2));
+        assert_eq!(
+            w.topic_configs(),
+            vec![("min.insync.replicas".to_string(), "2".to_string())]
+        );
+        let mut w = Workload::default();
+        w.set("replication_factor=2").expect("valid");
+        w.replicate_over(3);
+        assert_eq!((w.replication_factor, w.min_insync_replicas), (2, 1));
+        assert!(w.clone().set("min_insync_replicas=3").is_err());
+        assert!(w.set("replication_factor=0").is_err());
+    }
 
     #[test]
     fn rates_parse() {

@@ -71,10 +71,22 @@ impl Cluster {
         partitions: i32,
         configs: &[(String, String)],
     ) -> Result<(), ClientError> {
+        self.create_topic_replicated(topic, partitions, -1, configs)
+            .await
+    }
+
+    /// [`Cluster::create_topic`] with a replication factor (-1: the broker's default).
+    pub async fn create_topic_replicated(
+        &self,
+        topic: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: &[(String, String)],
+    ) -> Result<(), ClientError> {
         let mut t = CreatableTopic::default();
         t.name = name(topic);
         t.num_partitions = partitions;
-        t.replication_factor = -1;
+        t.replication_factor = replication_factor;
         t.configs = configs
             .iter()
             .map(|(k, v)| {

@@ -1,6 +1,7 @@
 //! The producer: records are batched per partition (`batch.size`, `linger.ms`), keyed records
 //! go to Kafka's murmur2 partition and keyless ones stick to a partition per batch, batches go
-//! to each partition's leader pipelined on its connection, and every record gets a delivery
+//! to each partition's leader pipelined on its connection (one request carries the oldest
+//! waiting batch of each of up to 64 partitions of that leader), and every record gets a delivery
 //! future resolving to its (partition, offset). Idempotent by default with `acks=all`
 //! (producer id + per-partition sequence numbers, as the Java client does). Memory is bounded
 //! (`buffer.memory`): `send` waits while that many bytes are unacknowledged.
@@ -377,27 +378,27 @@ impl Producer {
         self.pump(leader);
     }
 
-    /// Starts queued batches for `leader` while fewer than `max.in.flight` are outstanding.
-    /// Each runs in a task of its own: send (pipelined on the connection), await the answer,
-    /// retry retriable failures, resolve the delivery futures, then pump again.
+    /// Starts queued batches for `leader` while fewer than `max.in.flight` requests are
+    /// outstanding. Each request carries the waiting batches of up to
+    /// `MAX_PARTITIONS_PER_REQUEST` partitions (one per partition, the oldest first, as the
+    /// Java client's sender drains a node), so the in-flight window covers every partition of
+    /// a busy leader, not five batches. Each runs in a task of its own: send (pipelined on the
+    /// connection), await the answer, retry retriable failures batch by batch, resolve the
+    /// delivery futures, then pump again.
     fn pump(&self, leader: i32) {
         loop {
-            let next = {
+            let group = {
                 let mut queues = self.inner.queues.borrow_mut();
                 let q = queues.entry(leader).or_default();
-                if q.sending >= self.inner.config.max_in_flight {
+                if q.sending >= self.inner.config.max_in_flight || q.waiting.is_empty() {
                     return;
                 }
-                let Some(ready) = q.waiting.pop_front() else {
-                    return;
-                };
                 q.sending += 1;
-                ready
+                take_group(&mut q.waiting)
             };
             let me = self.clone();
             glommio::spawn_local(async move {
-                let result = me.produce(&next.tp, next.records.clone()).await;
-                me.complete(next, result);
+                me.produce_group(leader, group).await;
                 if let Some(q) = me.inner.queues.borrow_mut().get_mut(&leader) {
                     q.sending -= 1;
                 }
@@ -405,6 +406,123 @@ impl Producer {
             })
             .detach();
         }
+    }
+
+    /// Sends `group` (batches of distinct partitions led by `leader`) in one request and
+    /// resolves each batch; a batch whose partition failed retriably is retried on its own.
+    async fn produce_group(&self, leader: i32, group: Vec<Ready>) {
+        if group.len() == 1 || leader < 0 {
+            for ready in group {
+                let result = self.produce(&ready.tp, ready.records.clone()).await;
+                self.complete(ready, result);
+            }
+            return;
+        }
+        let mut outcomes = match self.produce_many(leader, &group).await {
+            Ok(outcomes) => outcomes,
+            Err(e) => {
+                let retry = e.is_retriable();
+                let text = e.to_string();
+                group
+                    .iter()
+                    .map(|_| {
+                        if retry {
+                            Err(ClientError::Io(std::io::Error::other(text.clone())))
+                        } else {
+                            Err(ClientError::Invalid(text.clone()))
+                        }
+                    })
+                    .collect()
+            }
+        };
+        for (ready, outcome) in group.into_iter().zip(outcomes.drain(..)) {
+            let result = match outcome {
+                Err(e) if e.is_retriable() && self.inner.config.retries > 0 => {
+                    self.produce_from(&ready.tp, ready.records.clone(), 1).await
+                }
+                other => other,
+            };
+            self.complete(ready, result);
+        }
+    }
+
+    /// One ProduceRequest with every batch of `group` (distinct partitions); the outcome of
+    /// each, in order (base offset, -1 with acks=0), or the error of the whole request.
+    async fn produce_many(
+        &self,
+        leader: i32,
+        group: &[Ready],
+    ) -> Result<Vec<Result<i64, ClientError>>, ClientError> {
+        let inner = &self.inner;
+        let conn = inner.cluster.broker(leader).await?;
+        let mut topics: Vec<TopicProduceData> = Vec::new();
+        for ready in group {
+            let mut pd = PartitionProduceData::default();
+            pd.index = ready.tp.1;
+            pd.records = Some(ready.records.clone());
+            match topics.iter_mut().find(|t| t.name.0.as_str() == ready.tp.0) {
+                Some(t) => t.partition_data.push(pd),
+                None => {
+                    let mut td = TopicProduceData::default();
+                    td.name = TopicName(StrBytes::from_string(ready.tp.0.clone()));
+                    td.partition_data = vec![pd];
+                    topics.push(td);
+                }
+            }
+        }
+        let mut req = ProduceRequest::default();
+        req.transactional_id = None;
+        req.acks = inner.config.acks;
+        req.timeout_ms = REQUEST_TIMEOUT.as_millis() as i32;
+        req.topic_data = topics;
+        if inner.config.acks == 0 {
+            conn.send_only(RequestKind::Produce(req))?;
+            return Ok(group.iter().map(|_| Ok(-1)).collect());
+        }
+        let ResponseKind::Produce(r) = self.await_answer(&conn, req).await? else {
+            return Err(ClientError::Protocol("unexpected Produce answer".into()));
+        };
+        let mut answers: HashMap<(String, i32), Result<i64, ClientError>> = HashMap::new();
+        for t in r.responses {
+            let name = t.name.0.as_str().to_string();
+            for p in t.partition_responses {
+                let result = ClientError::check(p.error_code, p.error_message.as_deref())
+                    .map(|()| p.base_offset);
+                answers.insert((name.clone(), p.index), result);
+            }
+        }
+        Ok(group
+            .iter()
+            .map(|ready| {
+                answers.remove(&ready.tp).unwrap_or_else(|| {
+                    Err(ClientError::Protocol(
+                        "Produce answer without the partition".into(),
+                    ))
+                })
+            })
+            .collect())
+    }
+
+    /// Sends `req` pipelined on `conn` and waits for its answer (at most `REQUEST_TIMEOUT`).
+    async fn await_answer(
+        &self,
+        conn: &crate::conn::BrokerConn,
+        req: ProduceRequest,
+    ) -> Result<ResponseKind, ClientError> {
+        let rx = conn
+            .start(RequestKind::Produce(req), true)?
+            .ok_or_else(|| ClientError::Protocol("no response expected".into()))?;
+        futures_lite::future::or(
+            async {
+                rx.await
+                    .map_err(|_| ClientError::Io(std::io::Error::other("connection closed")))?
+            },
+            async {
+                glommio::timer::sleep(REQUEST_TIMEOUT).await;
+                Err(ClientError::Timeout("produce".into()))
+            },
+        )
+        .await
     }
 
     fn complete(&self, ready: Ready, result: Result<i64, ClientError>) {
@@ -428,16 +546,26 @@ impl Producer {
     /// Sends one batch to the partition's leader, retrying retriable failures. Returns the base
     /// offset (-1 with acks=0).
     async fn produce(&self, tp: &(String, i32), records: Bytes) -> Result<i64, ClientError> {
+        self.produce_from(tp, records, 0).await
+    }
+
+    /// [`Producer::produce`] after `attempt` failed tries (a retry first waits and refreshes
+    /// the partition's metadata).
+    async fn produce_from(
+        &self,
+        tp: &(String, i32),
+        records: Bytes,
+        mut attempt: u32,
+    ) -> Result<i64, ClientError> {
         let inner = &self.inner;
-        let mut attempt = 0;
         loop {
+            if attempt > 0 {
+                glommio::timer::sleep(Duration::from_millis(100)).await;
+                let _ = inner.cluster.refresh(Some(&[tp.0.as_str()])).await;
+            }
             let result = self.produce_once(tp, records.clone()).await;
             match result {
-                Err(e) if e.is_retriable() && attempt < inner.config.retries => {
-                    attempt += 1;
-                    glommio::timer::sleep(Duration::from_millis(100)).await;
-                    let _ = inner.cluster.refresh(Some(&[tp.0.as_str()])).await;
-                }
+                Err(e) if e.is_retriable() && attempt < inner.config.retries => attempt += 1,
                 other => return other,
             }
         }
@@ -462,21 +590,7 @@ impl Producer {
             conn.send_only(RequestKind::Produce(req))?;
             return Ok(-1);
         }
-        let rx = conn
-            .start(RequestKind::Produce(req), true)?
-            .ok_or_else(|| ClientError::Protocol("no response expected".into()))?;
-        let answer = futures_lite::future::or(
-            async {
-                rx.await
-                    .map_err(|_| ClientError::Io(std::io::Error::other("connection closed")))?
-            },
-            async {
-                glommio::timer::sleep(REQUEST_TIMEOUT).await;
-                Err(ClientError::Timeout("produce".into()))
-            },
-        )
-        .await?;
-        let ResponseKind::Produce(r) = answer else {
+        let ResponseKind::Produce(r) = self.await_answer(&conn, req).await? else {
             return Err(ClientError::Protocol("unexpected Produce answer".into()));
         };
         let p = r
@@ -498,6 +612,45 @@ struct Ready {
     bytes: usize,
 }
 
+/// The most partitions one ProduceRequest carries.
+const MAX_PARTITIONS_PER_REQUEST: usize = 64;
+/// How many queued batches one request's draining looks at (a long queue of one
+/// partition's batches is not scanned to its end for every request).
+const MAX_SCANNED: usize = 1024;
+/// A request stops taking batches at this many bytes of records (Kafka's `max.request.size`
+/// default); a larger single batch still goes, alone.
+const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// Takes the next request's batches from `waiting`: the oldest batch of each partition, in
+/// queue order, up to the limits above. Later batches of a partition stay queued behind it,
+/// so each partition's batches are sent in order.
+fn take_group(waiting: &mut std::collections::VecDeque<Ready>) -> Vec<Ready> {
+    let mut group: Vec<Ready> = Vec::new();
+    let mut bytes = 0usize;
+    let mut left = std::collections::VecDeque::new();
+    let mut seen: std::collections::HashSet<(String, i32)> = std::collections::HashSet::new();
+    let mut scanned = 0usize;
+    while let Some(ready) = waiting.pop_front() {
+        scanned += 1;
+        if group.len() >= MAX_PARTITIONS_PER_REQUEST || scanned > MAX_SCANNED {
+            left.push_back(ready);
+            break;
+        }
+        let too_big = !group.is_empty() && bytes + ready.records.len() > MAX_REQUEST_BYTES;
+        // A partition seen once stays seen: its later batches wait their turn.
+        let first = seen.insert(ready.tp.clone());
+        if !first || too_big {
+            left.push_back(ready);
+            continue;
+        }
+        bytes += ready.records.len();
+        group.push(ready);
+    }
+    left.append(waiting);
+    *waiting = left;
+    group
+}
+
 /// Per broker: batches waiting for an in-flight slot, and how many are being sent.
 #[derive(Default)]
 struct BrokerQueue {
@@ -514,4 +667,77 @@ fn now_ms() -> i64 {
 fn seed() -> u64 {
     let t = Instant::now().elapsed().as_nanos() as u64;
     now_ms() as u64 ^ t.rotate_left(17) ^ u64::from(std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ready(topic: &str, partition: i32, len: usize) -> Ready {
+        Ready {
+            tp: (topic.to_string(), partition),
+            records: Bytes::from(vec![0u8; len]),
+            outcome: Rc::new(Outcome::default()),
+            bytes: len,
+        }
+    }
+
+    fn tps(v: &[Ready]) -> Vec<(String, i32, usize)> {
+        v.iter()
+            .map(|r| (r.tp.0.clone(), r.tp.1, r.records.len()))
+            .collect()
+    }
+
+    #[test]
+    fn a_request_takes_the_oldest_batch_of_each_partition() {
+        let mut q: std::collections::VecDeque<Ready> = [
+            ready("a", 0, 10),
+            ready("a", 1, 11),
+            ready("a", 0, 12),
+            ready("b", 0, 13),
+            ready("a", 1, 14),
+        ]
+        .into_iter()
+        .collect();
+        let g = take_group(&mut q);
+        assert_eq!(
+            tps(&g),
+            vec![
+                ("a".into(), 0, 10),
+                ("a".into(), 1, 11),
+                ("b".into(), 0, 13)
+            ]
+        );
+        let left: Vec<Ready> = q.drain(..).collect();
+        assert_eq!(tps(&left), vec![("a".into(), 0, 12), ("a".into(), 1, 14)]);
+    }
+
+    #[test]
+    fn a_request_stays_under_its_byte_and_partition_limits() {
+        let big = MAX_REQUEST_BYTES / 2 + 1;
+        let mut q: std::collections::VecDeque<Ready> = [
+            ready("a", 0, big),
+            ready("a", 1, big),
+            ready("a", 2, 5),
+            ready("a", 1, 6),
+        ]
+        .into_iter()
+        .collect();
+        let g = take_group(&mut q);
+        // Partition 1's first batch does not fit; its second must not overtake it.
+        assert_eq!(tps(&g), vec![("a".into(), 0, big), ("a".into(), 2, 5)]);
+        assert_eq!(
+            tps(&q.drain(..).collect::<Vec<_>>()),
+            vec![("a".into(), 1, big), ("a".into(), 1, 6)]
+        );
+        let mut many: std::collections::VecDeque<Ready> =
+            (0..100).map(|p| ready("a", p, 1)).collect();
+        assert_eq!(take_group(&mut many).len(), MAX_PARTITIONS_PER_REQUEST);
+        assert_eq!(many.len(), 100 - MAX_PARTITIONS_PER_REQUEST);
+        assert_eq!(many.front().map(|r| r.tp.1), Some(64));
+        // A lone batch above the byte limit still goes.
+        let mut huge: std::collections::VecDeque<Ready> =
+            [ready("a", 0, MAX_REQUEST_BYTES * 2)].into_iter().collect();
+        assert_eq!(take_group(&mut huge).len(), 1);
+    }
 }

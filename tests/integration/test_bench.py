@@ -132,20 +132,25 @@ def test_compare_acks_runs_three_acks_settings(tmp_path):
         assert f'data-label="{label}"' in curve
 
 
-def test_compare_brokers_strand_vs_kafka(tmp_path):
+def test_compare_brokers_strand_vs_kafka_three_nodes_each(tmp_path):
+    """--nodes 3: `strand cluster start` against three KRaft Kafka processes, topics with
+    replication factor 3 and min.insync.replicas 2 on both, acks=all."""
     if not shutil.which("java") or not glob.glob(os.path.join(KAFKA_LIBS, "kafka_*.jar")):
         pytest.skip("java or Apache Kafka jars (target/kafka-libs) missing")
-    # acks=1: neither broker waits for the disk (at acks=all Strand fsyncs, Kafka does not).
-    p = bench(["compare-brokers", "--kafka-libs", KAFKA_LIBS, "--duration", "3s", "--warmup",
-               "1s", "--rate", "2000", "--acks", "1", "--out", str(tmp_path)], cwd=tmp_path,
-              timeout=300)
+    p = bench(["compare-brokers", "--nodes", "3", "--kafka-libs", KAFKA_LIBS, "--duration",
+               "3s", "--warmup", "1s", "--rate", "2000", "--acks", "all", "--out",
+               str(tmp_path)], cwd=tmp_path, timeout=400)
     assert re.search(r"^send rate \(msg/s\)\s+[\d.]+\s+[\d.]+\s+[\d.]+x$", p.stdout, re.M), p.stdout
     doc, page, _ = reports(p.stdout, tmp_path)
     strand, kafka = doc["runs"]
     assert (strand["label"], kafka["label"]) == ("strand", "kafka")
-    assert "apache-kafka 4." in kafka["broker"], kafka["broker"]
-    check_run(strand)
-    check_run(kafka)
+    assert "apache-kafka 4." in kafka["broker"] and "3 nodes" in kafka["broker"], kafka["broker"]
+    assert "3 nodes" in strand["broker"], strand["broker"]
+    assert len(strand["bootstrap"].split(",")) == 3 and len(kafka["bootstrap"].split(",")) == 3
+    for run in (strand, kafka):
+        assert (run["workload"]["replication_factor"], run["workload"]["min_insync_replicas"]) == (3, 2)
+        check_run(run)
+    assert any("replication factor 3, min.insync.replicas 2" in n for n in doc["notes"]), doc["notes"]
     assert 'data-label="kafka"' in page and 'data-label="strand"' in page
 
 
