@@ -349,6 +349,9 @@ fn run_one(w: &Workload, t: &Target) -> Result<RunResult, String> {
     }
     print!("{}", r.summary.table());
     print!("{}", crate::stages::table(&r.broker_stages));
+    if let Some(note) = compare::backlog_note(&r) {
+        println!("{note}");
+    }
     if let Some(e) = &r.summary.counts.first_error {
         eprintln!("first error: {e}");
     }
@@ -602,6 +605,7 @@ fn compare_brokers(
             steal_text(&runs[1])
         ),
     ];
+    notes.extend(runs.iter().filter_map(compare::backlog_note));
     if w.acks_i16()? == -1 && w.write_caching != Some(true) {
         notes.push(
             "At acks=all Strand fsyncs before acknowledging; Kafka does not (it relies on \

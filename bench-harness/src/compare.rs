@@ -52,6 +52,34 @@ pub fn runs_table(runs: &[RunResult]) -> String {
     s
 }
 
+/// Says when a run's load generator was far behind its schedule: most records sent after
+/// the warm-up were due during it (a backlog), so the summary, which counts records by
+/// their intended send time, holds few or none of them and the broker did not sustain the
+/// rate.
+pub fn backlog_note(r: &RunResult) -> Option<String> {
+    let sent_after: u64 = r
+        .intervals
+        .iter()
+        .filter(|i| !i.warmup)
+        .map(|i| i.counts.sent)
+        .sum();
+    let due_after = r.summary.counts.sent;
+    (sent_after > 0 && due_after * 2 < sent_after).then(|| {
+        format!(
+            "{}: of the {sent_after} records sent after the warm-up only {due_after} were due \
+             after it: the load generator was behind its schedule (a backlog), so {} did not \
+             sustain this rate and its percentiles cover {}",
+            r.label,
+            r.label,
+            if due_after == 0 {
+                "nothing".to_string()
+            } else {
+                format!("{due_after} records")
+            }
+        )
+    })
+}
+
 /// Metric by metric, `a` against `b`, with the ratio a/b.
 pub fn ratio_table(a: &RunResult, b: &RunResult) -> String {
     let (ca, cb) = (&a.summary.counts, &b.summary.counts);
@@ -158,6 +186,16 @@ mod tests {
             .find(|l| l.starts_with("end-to-end p50"))
             .expect("row");
         assert!(e2e.ends_with('-'), "no consumers, no ratio: {e2e}");
+    }
+
+    #[test]
+    fn a_run_whose_records_were_all_due_in_the_warmup_is_a_backlog() {
+        let mut r = run("kafka", 0, 1000);
+        r.intervals[0].counts.sent = 5000;
+        let note = backlog_note(&r).expect("a backlog");
+        assert!(note.contains("only 0 were due"), "{note}");
+        let steady = run("strand", 2000, 1000);
+        assert!(backlog_note(&steady).is_none());
     }
 
     #[test]
