@@ -228,13 +228,15 @@ fn run(dir: &Path, nodes: u32, cores: usize, cpus: Option<&str>) -> io::Result<(
     let dir = std::path::absolute(dir)?;
     let configs = prepare(&dir, nodes, cores)?;
     let exe = std::env::current_exe()?;
-    for ((n, (config, _)), cpus) in (1..=nodes).zip(&configs).zip(node_cpus) {
+    for n in 1..=nodes {
         if let Some(pid) = pid_of(&dir, n).filter(|p| alive(*p)) {
             return Err(io::Error::new(
                 io::ErrorKind::AddrInUse,
                 format!("node {n} already runs as process {pid} (stop it first)"),
             ));
         }
+    }
+    for ((n, (config, _)), cpus) in (1..=nodes).zip(&configs).zip(node_cpus) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -254,7 +256,15 @@ fn run(dir: &Path, nodes: u32, cores: usize, cpus: Option<&str>) -> io::Result<(
                 cmd.pre_exec(move || strand_tuning::cpus::set_affinity(0, &cpus));
             }
         }
-        cmd.spawn()?;
+        if let Err(e) = cmd.spawn() {
+            // Nodes started before this one must not be left running.
+            std::thread::sleep(Duration::from_millis(500));
+            stop_all(&dir, nodes);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot start node {n}: {e}"),
+            ));
+        }
         println!(
             "node {n}: config {}  log {}",
             config.display(),

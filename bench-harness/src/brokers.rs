@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 const KAFKA_POM: &str = include_str!("../../bench/kafka/pom.xml");
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
-/// `strand cluster start` stops its nodes one after another, each within 20 s.
+/// `strand cluster start` SIGTERMs its nodes, then waits for them (20 s, then SIGKILL).
 const CLUSTER_STOP_TIMEOUT: Duration = Duration::from_secs(70);
 
 /// A broker process started by the bench.
@@ -471,8 +471,10 @@ pub fn start_kafka(
         } else {
             dir.join(format!("node-{node}"))
         };
-        std::fs::create_dir_all(&node_dir)
-            .map_err(|e| format!("cannot create {}: {e}", node_dir.display()))?;
+        if let Err(e) = std::fs::create_dir_all(&node_dir) {
+            stop_all(&mut started);
+            return Err(format!("cannot create {}: {e}", node_dir.display()));
+        }
         let props = node_dir.join("kafka.properties");
         let text = kafka_properties(
             node,
@@ -482,18 +484,27 @@ pub fn start_kafka(
             *controller,
             &node_dir.join("data"),
         );
-        std::fs::write(&props, text).map_err(|e| format!("{}: {e}", props.display()))?;
         let props_s = props.display().to_string();
-        java(&[
-            "kafka.tools.StorageTool",
-            "format",
-            "-t",
-            &id,
-            "-c",
-            &props_s,
-        ])?;
+        let prepared = std::fs::write(&props, text)
+            .map_err(|e| format!("{}: {e}", props.display()))
+            .and_then(|()| {
+                java(&[
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    &id,
+                    "-c",
+                    &props_s,
+                ])
+            });
         let log_path = node_dir.join("kafka.log");
-        let (out, err) = log_file(&log_path)?;
+        let (out, err) = match prepared.and_then(|_| log_file(&log_path)) {
+            Ok(files) => files,
+            Err(e) => {
+                stop_all(&mut started);
+                return Err(e);
+            }
+        };
         let mut cmd = Command::new("java");
         cmd.arg(format!("-Xmx{heap}"))
             .arg(format!("-Xms{heap}"))
@@ -505,9 +516,13 @@ pub fn start_kafka(
             .stdout(out)
             .stderr(err);
         confine(&mut cmd, slice.as_deref());
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start kafka: {e}"))?;
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                stop_all(&mut started);
+                return Err(format!("cannot start kafka: {e}"));
+            }
+        };
         let description = if nodes == 1 {
             format!("apache-kafka {version} (KRaft, single node)")
         } else {

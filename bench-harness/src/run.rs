@@ -96,6 +96,10 @@ where
 
 /// Kafka's TOPIC_ALREADY_EXISTS: a retried CreateTopics whose first try got through.
 const TOPIC_ALREADY_EXISTS: i16 = 36;
+/// Kafka's INVALID_REPLICATION_FACTOR and NOT_CONTROLLER: what a cluster whose nodes are
+/// still registering answers (retried; other non-retriable errors are not).
+const INVALID_REPLICATION_FACTOR: i16 = 38;
+const NOT_CONTROLLER: i16 = 41;
 
 fn create_topics(
     bootstrap: &str,
@@ -123,7 +127,14 @@ fn create_topics(
                 {
                     Ok(()) => break,
                     Err(e) if e.code() == Some(TOPIC_ALREADY_EXISTS) => break,
-                    Err(e) if std::time::Instant::now() > deadline => {
+                    Err(e)
+                        if std::time::Instant::now() > deadline
+                            || !(e.is_retriable()
+                                || matches!(
+                                    e.code(),
+                                    Some(INVALID_REPLICATION_FACTOR | NOT_CONTROLLER)
+                                )) =>
+                    {
                         return Err(format!("cannot create topic {t}: {e}"))
                     }
                     Err(_) => glommio::timer::sleep(std::time::Duration::from_millis(200)).await,

@@ -123,6 +123,11 @@ struct Inner {
     idle: Event,
     /// Per broker: batches queued and in flight (bounded by `max_in_flight`).
     queues: RefCell<HashMap<i32, BrokerQueue>>,
+    /// Idempotent producers: partitions with a batch in flight (sent, or being retried). A
+    /// partition has one at a time, so a retried batch lands before the next of its
+    /// partition: with several, the broker answers the ones behind a failed batch
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER and the partition's sequence never recovers.
+    busy: RefCell<std::collections::HashSet<(String, i32)>>,
 }
 
 /// A producer on the current glommio executor; clones share it.
@@ -157,6 +162,7 @@ impl Producer {
                 in_flight: Cell::new(0),
                 idle: Event::new(),
                 queues: RefCell::new(HashMap::new()),
+                busy: RefCell::new(std::collections::HashSet::new()),
             }),
         };
         if p.inner.config.idempotence {
@@ -393,8 +399,16 @@ impl Producer {
                 if q.sending >= self.inner.config.max_in_flight || q.waiting.is_empty() {
                     return;
                 }
+                let mut busy = self.inner.busy.borrow_mut();
+                let group = take_group(&mut q.waiting, &busy);
+                if group.is_empty() {
+                    return;
+                }
                 q.sending += 1;
-                take_group(&mut q.waiting)
+                if self.inner.config.idempotence {
+                    busy.extend(group.iter().map(|r| r.tp.clone()));
+                }
+                group
             };
             let me = self.clone();
             glommio::spawn_local(async move {
@@ -403,6 +417,14 @@ impl Producer {
                     q.sending -= 1;
                 }
                 me.pump(leader);
+                if me.inner.config.idempotence {
+                    // A partition freed here may have its next batch in another leader's
+                    // queue (the leader moved while this one was retried).
+                    let leaders: Vec<i32> = me.inner.queues.borrow().keys().copied().collect();
+                    for l in leaders.into_iter().filter(|l| *l != leader) {
+                        me.pump(l);
+                    }
+                }
             })
             .detach();
         }
@@ -435,13 +457,16 @@ impl Producer {
                     .collect()
             }
         };
+        // Settle what is settled first, so a retry does not hold the other partitions.
+        let mut retry = Vec::new();
         for (ready, outcome) in group.into_iter().zip(outcomes.drain(..)) {
-            let result = match outcome {
-                Err(e) if e.is_retriable() && self.inner.config.retries > 0 => {
-                    self.produce_from(&ready.tp, ready.records.clone(), 1).await
-                }
-                other => other,
-            };
+            match outcome {
+                Err(e) if e.is_retriable() && self.inner.config.retries > 0 => retry.push(ready),
+                other => self.complete(ready, other),
+            }
+        }
+        for ready in retry {
+            let result = self.produce_from(&ready.tp, ready.records.clone(), 1).await;
             self.complete(ready, result);
         }
     }
@@ -526,6 +551,7 @@ impl Producer {
     }
 
     fn complete(&self, ready: Ready, result: Result<i64, ClientError>) {
+        self.inner.busy.borrow_mut().remove(&ready.tp);
         let partition = ready.tp.1;
         *ready.outcome.result.borrow_mut() = Some(match result {
             Ok(base) => Ok((partition, base)),
@@ -624,7 +650,10 @@ const MAX_REQUEST_BYTES: usize = 1 << 20;
 /// Takes the next request's batches from `waiting`: the oldest batch of each partition, in
 /// queue order, up to the limits above. Later batches of a partition stay queued behind it,
 /// so each partition's batches are sent in order.
-fn take_group(waiting: &mut std::collections::VecDeque<Ready>) -> Vec<Ready> {
+fn take_group(
+    waiting: &mut std::collections::VecDeque<Ready>,
+    busy: &std::collections::HashSet<(String, i32)>,
+) -> Vec<Ready> {
     let mut group: Vec<Ready> = Vec::new();
     let mut bytes = 0usize;
     let mut left = std::collections::VecDeque::new();
@@ -637,8 +666,9 @@ fn take_group(waiting: &mut std::collections::VecDeque<Ready>) -> Vec<Ready> {
             break;
         }
         let too_big = !group.is_empty() && bytes + ready.records.len() > MAX_REQUEST_BYTES;
-        // A partition seen once stays seen: its later batches wait their turn.
-        let first = seen.insert(ready.tp.clone());
+        // A partition seen once stays seen: its later batches wait their turn. A busy one
+        // (a batch in flight, idempotent producers) waits for that batch.
+        let first = !busy.contains(&ready.tp) && seen.insert(ready.tp.clone());
         if !first || too_big {
             left.push_back(ready);
             continue;
@@ -682,6 +712,30 @@ mod tests {
         }
     }
 
+    fn none() -> std::collections::HashSet<(String, i32)> {
+        std::collections::HashSet::new()
+    }
+
+    #[test]
+    fn a_busy_partition_waits_for_its_batch_in_flight() {
+        let mut q: std::collections::VecDeque<Ready> =
+            [ready("a", 0, 10), ready("a", 1, 11), ready("a", 0, 12)]
+                .into_iter()
+                .collect();
+        let busy: std::collections::HashSet<(String, i32)> =
+            [("a".to_string(), 0)].into_iter().collect();
+        let g = take_group(&mut q, &busy);
+        assert_eq!(tps(&g), vec![("a".into(), 1, 11)]);
+        assert_eq!(
+            tps(&q.drain(..).collect::<Vec<_>>()),
+            vec![("a".into(), 0, 10), ("a".into(), 0, 12)]
+        );
+        let mut only_busy: std::collections::VecDeque<Ready> =
+            [ready("a", 0, 10)].into_iter().collect();
+        assert!(take_group(&mut only_busy, &busy).is_empty());
+        assert_eq!(only_busy.len(), 1);
+    }
+
     fn tps(v: &[Ready]) -> Vec<(String, i32, usize)> {
         v.iter()
             .map(|r| (r.tp.0.clone(), r.tp.1, r.records.len()))
@@ -699,7 +753,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let g = take_group(&mut q);
+        let g = take_group(&mut q, &none());
         assert_eq!(
             tps(&g),
             vec![
@@ -723,7 +777,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let g = take_group(&mut q);
+        let g = take_group(&mut q, &none());
         // Partition 1's first batch does not fit; its second must not overtake it.
         assert_eq!(tps(&g), vec![("a".into(), 0, big), ("a".into(), 2, 5)]);
         assert_eq!(
@@ -732,12 +786,15 @@ mod tests {
         );
         let mut many: std::collections::VecDeque<Ready> =
             (0..100).map(|p| ready("a", p, 1)).collect();
-        assert_eq!(take_group(&mut many).len(), MAX_PARTITIONS_PER_REQUEST);
+        assert_eq!(
+            take_group(&mut many, &none()).len(),
+            MAX_PARTITIONS_PER_REQUEST
+        );
         assert_eq!(many.len(), 100 - MAX_PARTITIONS_PER_REQUEST);
         assert_eq!(many.front().map(|r| r.tp.1), Some(64));
         // A lone batch above the byte limit still goes.
         let mut huge: std::collections::VecDeque<Ready> =
             [ready("a", 0, MAX_REQUEST_BYTES * 2)].into_iter().collect();
-        assert_eq!(take_group(&mut huge).len(), 1);
+        assert_eq!(take_group(&mut huge, &none()).len(), 1);
     }
 }
