@@ -440,7 +440,9 @@ impl Producer {
             }
             return;
         }
-        let mut outcomes = match self.produce_many(leader, &group).await {
+        let parts: Vec<(&(String, i32), &Bytes)> =
+            group.iter().map(|r| (&r.tp, &r.records)).collect();
+        let mut outcomes = match self.produce_many(leader, &parts).await {
             Ok(outcomes) => outcomes,
             Err(e) => {
                 let retry = e.is_retriable();
@@ -471,25 +473,26 @@ impl Producer {
         }
     }
 
-    /// One ProduceRequest with every batch of `group` (distinct partitions); the outcome of
-    /// each, in order (base offset, -1 with acks=0), or the error of the whole request.
+    /// One ProduceRequest with every (partition, batch) of `group` (distinct partitions) to
+    /// `leader`; the outcome of each, in order (base offset, -1 with acks=0), or the error of
+    /// the whole request. A lone batch (`produce_once`) goes the same way.
     async fn produce_many(
         &self,
         leader: i32,
-        group: &[Ready],
+        group: &[(&(String, i32), &Bytes)],
     ) -> Result<Vec<Result<i64, ClientError>>, ClientError> {
         let inner = &self.inner;
         let conn = inner.cluster.broker(leader).await?;
         let mut topics: Vec<TopicProduceData> = Vec::new();
-        for ready in group {
+        for (tp, records) in group {
             let mut pd = PartitionProduceData::default();
-            pd.index = ready.tp.1;
-            pd.records = Some(ready.records.clone());
-            match topics.iter_mut().find(|t| t.name.0.as_str() == ready.tp.0) {
+            pd.index = tp.1;
+            pd.records = Some((*records).clone());
+            match topics.iter_mut().find(|t| t.name.0.as_str() == tp.0) {
                 Some(t) => t.partition_data.push(pd),
                 None => {
                     let mut td = TopicProduceData::default();
-                    td.name = TopicName(StrBytes::from_string(ready.tp.0.clone()));
+                    td.name = TopicName(StrBytes::from_string(tp.0.clone()));
                     td.partition_data = vec![pd];
                     topics.push(td);
                 }
@@ -518,8 +521,8 @@ impl Producer {
         }
         Ok(group
             .iter()
-            .map(|ready| {
-                answers.remove(&ready.tp).unwrap_or_else(|| {
+            .map(|(tp, _)| {
+                answers.remove(*tp).unwrap_or_else(|| {
                     Err(ClientError::Protocol(
                         "Produce answer without the partition".into(),
                     ))
@@ -598,35 +601,13 @@ impl Producer {
     }
 
     async fn produce_once(&self, tp: &(String, i32), records: Bytes) -> Result<i64, ClientError> {
-        let inner = &self.inner;
-        let leader = inner.cluster.leader_of(&tp.0, tp.1).await?;
-        let conn = inner.cluster.broker(leader).await?;
-        let mut pd = PartitionProduceData::default();
-        pd.index = tp.1;
-        pd.records = Some(records);
-        let mut td = TopicProduceData::default();
-        td.name = TopicName(StrBytes::from_string(tp.0.clone()));
-        td.partition_data = vec![pd];
-        let mut req = ProduceRequest::default();
-        req.transactional_id = None;
-        req.acks = inner.config.acks;
-        req.timeout_ms = REQUEST_TIMEOUT.as_millis() as i32;
-        req.topic_data = vec![td];
-        if inner.config.acks == 0 {
-            conn.send_only(RequestKind::Produce(req))?;
-            return Ok(-1);
-        }
-        let ResponseKind::Produce(r) = self.await_answer(&conn, req).await? else {
-            return Err(ClientError::Protocol("unexpected Produce answer".into()));
-        };
-        let p = r
-            .responses
-            .into_iter()
-            .flat_map(|t| t.partition_responses)
-            .find(|p| p.index == tp.1)
-            .ok_or_else(|| ClientError::Protocol("Produce answer without the partition".into()))?;
-        ClientError::check(p.error_code, p.error_message.as_deref())?;
-        Ok(p.base_offset)
+        let leader = self.inner.cluster.leader_of(&tp.0, tp.1).await?;
+        let mut outcomes = self.produce_many(leader, &[(tp, &records)]).await?;
+        outcomes.pop().unwrap_or_else(|| {
+            Err(ClientError::Protocol(
+                "Produce answer without the partition".into(),
+            ))
+        })
     }
 }
 
