@@ -16,15 +16,17 @@ FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 
 
-def fetch_v7(session_id, epoch, topic, partitions, forgotten=(), max_wait_ms=50, cid=1):
-    """Fetch v7 naming `partitions` [(partition, offset)] of `topic`, forgetting `forgotten`."""
+def fetch_v7(session_id, epoch, topic, partitions, forgotten=(), max_wait_ms=50, cid=1,
+             max_bytes=1 << 20):
+    """Fetch v7 naming `partitions` [(partition, offset)] of `topic`, forgetting `forgotten`;
+    the response holds at most `max_bytes` of records (past the first batch)."""
     parts = b"".join(struct.pack(">iqqi", p, o, -1, 1 << 20) for p, o in partitions)
     topics = (struct.pack(">i", 1) + s(topic) + struct.pack(">i", len(partitions)) + parts
               if partitions else struct.pack(">i", 0))
     gone = (struct.pack(">i", 1) + s(topic) + struct.pack(">i", len(forgotten))
             + b"".join(struct.pack(">i", p) for p in forgotten)
             if forgotten else struct.pack(">i", 0))
-    body = (struct.pack(">iiiib", -1, max_wait_ms, 1, 1 << 20, 0)
+    body = (struct.pack(">iiiib", -1, max_wait_ms, 1, max_bytes, 0)
             + struct.pack(">ii", session_id, epoch) + topics + gone)
     return kafka_raw.framed(1, 7, cid, body)
 
@@ -98,6 +100,36 @@ def test_incremental_fetch_session(broker):
         err, sid3, parts = fetch(sid, -1, topic, [(0, 0)])
         assert (err, sid3) == (0, 0) and sorted(parts) == [0]
         assert fetch(sid, 6, topic, [])[0] == FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_a_spent_response_budget_still_answers_every_partition(broker):
+    """fetch.max.bytes spent by the first batch: a full fetch still lists every partition (its
+    offsets, no records), and each incremental fetch then serves the next partition in turn."""
+    topic = f"fs-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic(topic, 4, 1)])
+    admin.close()
+    big = batch(record(0, b"k", b"v" * 4000), 1, 0)
+    for p in range(4):
+        assert kafka_raw.produce(broker.port, topic, big, partition=p) == 0
+
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as sock:
+        def fetch(*args, **kwargs):
+            sock.sendall(fetch_v7(*args, max_bytes=100, **kwargs))
+            return parse_fetch_v7(kafka_raw.read_frame(sock))
+
+        err, sid, parts = fetch(0, 0, topic, [(p, 0) for p in range(4)])
+        assert err == 0 and sid > 0, (err, sid)
+        assert sorted(parts) == [0, 1, 2, 3], parts
+        assert all(hw == 1 for _, hw, _ in parts.values()), parts
+        served = [p for p, (_, _, n) in parts.items() if n > 0]
+        assert len(served) == 1, parts
+        for epoch in range(1, 4):
+            err, _, parts = fetch(sid, epoch, topic, [(served[-1], 1)])
+            got = [p for p, (_, _, n) in parts.items() if n > 0]
+            assert err == 0 and len(got) == 1 and got[0] not in served, (served, parts)
+            served += got
+        assert sorted(served) == [0, 1, 2, 3]
 
 
 def test_sessions_off(make_broker):

@@ -223,6 +223,13 @@ struct Read {
 /// the partitions worth answering, each with its index in the plan: in an incremental session
 /// a partition with nothing new whose offsets the client already knows is left out here, so a
 /// quiet partition of 1,000 costs one look at its log per wake-up and nothing more.
+///
+/// Reads start in waves that fit the budget left: each partition with news reserves
+/// `min(partition_max_bytes, what is left)`, and the next wave starts with what the last one
+/// did not use. Starting them all at once read up to 1 MiB from disk for each of 1,000
+/// partitions to keep 55 MiB of it (a consumer catching up read 500 MB/s and fell behind).
+/// Partitions past the spent budget are answered with their offsets and no records; the
+/// session starts the next fetch after the last one that returned records.
 async fn read_all(
     node: &Rc<Node>,
     plan: &Plan,
@@ -231,63 +238,108 @@ async fn read_all(
     committed: bool,
 ) -> Vec<(usize, Result<Read, strand_wire::ErrorCode>)> {
     let incremental = matches!(plan.mode, Mode::Incremental { .. });
-    // A task per partition with something to read (reads run in parallel, across shards);
-    // the others are answered in place: with 1,000 partitions, spawning a task for each made
-    // up a quarter of the broker's CPU (allocations past the heap's trim threshold).
-    let mut tasks = Vec::new();
+    let mut out = Vec::with_capacity(plan.wants.len());
+    // Partitions with something to read, in plan order; the others are answered in place
+    // (with 1,000 partitions, spawning a task for each made up a quarter of the broker's CPU).
+    let mut news = Vec::new();
     for (i, ((w, told), probe)) in plan.wants.iter().zip(probes).enumerate() {
         let offset = Offset(w.fetch_offset);
-        if let Some(nothing) = node.probe_nothing_new(probe, &w.tp, offset, committed) {
-            let now = Told {
-                high_watermark: nothing.log_end.0,
-                last_stable: nothing.last_stable.0,
-                log_start: nothing.log_start.0,
-            };
-            if !(incremental && now == *told) {
-                tasks.push((i, Err(nothing)));
+        match node.probe_nothing_new(probe, &w.tp, offset, committed) {
+            Some(nothing) => {
+                let now = Told {
+                    high_watermark: nothing.log_end.0,
+                    last_stable: nothing.last_stable.0,
+                    log_start: nothing.log_start.0,
+                };
+                if !(incremental && now == *told) {
+                    out.push((i, Ok(kept(nothing, &mut 0, usize::MAX))));
+                }
             }
-            continue;
+            None => news.push(i),
         }
-        let node = Rc::clone(node);
-        let tp = (*w.tp).clone();
-        let bytes_max = (w.max_bytes.max(0) as usize).min(response_max);
-        tasks.push((
-            i,
-            Ok(glommio::spawn_local(async move {
-                node.read(tp, offset, bytes_max, committed).await
-            })),
-        ));
     }
-    let mut out = Vec::with_capacity(tasks.len());
     let mut total = 0usize;
-    for (i, task) in tasks {
-        let r: ReadOutcome = match task {
-            Ok(task) => task.await,
-            Err(nothing) => Ok(nothing),
+    let mut next = 0;
+    // The budget left; until a record is found, room for at least the first batch.
+    let left = |total: usize| {
+        response_max
+            .saturating_sub(total)
+            .max(usize::from(total == 0))
+    };
+    while next < news.len() && left(total) > 0 {
+        let mut reserve = left(total);
+        let mut wave = Vec::new();
+        while next < news.len() && reserve > 0 {
+            let i = news[next];
+            let w = &plan.wants[i].0;
+            let bytes_max = (w.max_bytes.max(0) as usize).min(reserve).max(1);
+            reserve -= bytes_max;
+            wave.push((i, start_read(node, w, bytes_max, committed)));
+            next += 1;
+        }
+        for (i, read) in wave {
+            let r = match read {
+                Reading::Done(r) => r,
+                Reading::Task(task) => task.await,
+            };
+            out.push((i, r.map(|read| kept(read, &mut total, response_max))));
+        }
+    }
+    // No room left: offsets only, no records (and no disk reads).
+    let rest: Vec<_> = news[next..]
+        .iter()
+        .map(|&i| (i, start_read(node, &plan.wants[i].0, 0, committed)))
+        .collect();
+    for (i, read) in rest {
+        let r = match read {
+            Reading::Done(r) => r,
+            Reading::Task(task) => task.await,
         };
-        out.push((
-            i,
-            r.map(|read| {
-                let mut batches = read.batches;
-                if total > 0 {
-                    let mut kept = 0usize;
-                    batches.retain(|b| {
-                        kept += b.len();
-                        total + kept <= response_max
-                    });
-                }
-                let bytes: usize = batches.iter().map(Bytes::len).sum();
-                total += bytes;
-                Read {
-                    records: batches,
-                    bytes,
-                    log_start: read.log_start,
-                    log_end: read.log_end,
-                    last_stable: read.last_stable,
-                    aborted: read.aborted,
-                }
-            }),
-        ));
+        out.push((i, r.map(|read| kept(read, &mut total, response_max))));
     }
     out
+}
+
+/// A partition's read, started: answered in place or running on its own task.
+enum Reading {
+    Done(ReadOutcome),
+    Task(glommio::Task<ReadOutcome>),
+}
+
+/// Starts reading `want` (`bytes_max` 0: offsets only, answered in place on this shard).
+fn start_read(node: &Rc<Node>, want: &Want, bytes_max: usize, committed: bool) -> Reading {
+    let offset = Offset(want.fetch_offset);
+    if bytes_max == 0 {
+        if let Some(r) = node.read_offsets_here(&want.tp, offset) {
+            return Reading::Done(r);
+        }
+    }
+    let node = Rc::clone(node);
+    let tp = (*want.tp).clone();
+    Reading::Task(glommio::spawn_local(async move {
+        node.read(tp, offset, bytes_max, committed).await
+    }))
+}
+
+/// A read's batches that still fit the response (all of them while `total` is 0: the first
+/// batch found is returned whole), counted into `total`.
+fn kept(read: crate::storage::ReadOut, total: &mut usize, response_max: usize) -> Read {
+    let mut batches = read.batches;
+    if *total > 0 {
+        let mut kept = 0usize;
+        batches.retain(|b| {
+            kept += b.len();
+            *total + kept <= response_max
+        });
+    }
+    let bytes: usize = batches.iter().map(Bytes::len).sum();
+    *total += bytes;
+    Read {
+        records: batches,
+        bytes,
+        log_start: read.log_start,
+        log_end: read.log_end,
+        last_stable: read.last_stable,
+        aborted: read.aborted,
+    }
 }

@@ -1,9 +1,14 @@
-//! The fetch long poll's cheap look at a partition: "nothing new here" answered in place,
-//! through a log remembered per fetch session where possible (see [`Node::probe`]).
+//! Reads for fetches: whole batches from the shard that owns a partition, a partition's
+//! offsets alone, and the long poll's cheap look at a partition ("nothing new here" answered
+//! in place, through a log remembered per fetch session where possible, see [`Node::probe`]).
 
-use crate::storage::{Offset, PartitionLog, ReadOut, TopicPartition};
+use futures_channel::oneshot;
+use strand_wire::ErrorCode;
+use tracing::warn;
 
-use super::Node;
+use crate::storage::{Offset, PartitionLog, ReadError, ReadOut, TopicPartition};
+
+use super::{Node, ReadOutcome, ShardMsg};
 
 /// A fetched partition as a long poll checks it for news (see [`Node::probe`]).
 pub(crate) enum Probe {
@@ -76,5 +81,92 @@ impl Node {
             Some(hw) => out.bounded(hw),
             None => out,
         })
+    }
+}
+
+impl Node {
+    /// A fetch's answer for a partition it has no room left to read: its offsets, no records
+    /// (see `PartitionLog::read_offsets`). `None` when another shard owns the partition: ask
+    /// there with [`Node::read`] and `bytes_max` 0.
+    pub(crate) fn read_offsets_here(
+        &self,
+        tp: &TopicPartition,
+        offset: Offset,
+    ) -> Option<ReadOutcome> {
+        if self.owner(tp) != self.shard {
+            return None;
+        }
+        Some(self.read_offsets_local(tp, offset))
+    }
+
+    pub(super) fn read_offsets_local(&self, tp: &TopicPartition, offset: Offset) -> ReadOutcome {
+        let log = self.led(tp)?;
+        match log.read_offsets(offset) {
+            Ok(out) => Ok(match self.visible_end(tp, &log) {
+                Some(hw) => out.bounded(hw),
+                None => out,
+            }),
+            Err(_) => Err(ErrorCode::OffsetOutOfRange),
+        }
+    }
+
+    /// Whole batches of `tp` from `offset`, about `bytes_max` bytes (at least one batch), on
+    /// whichever shard owns it. `bytes_max` 0 reads no records, only the partition's offsets
+    /// (a fetch whose byte budget is spent still answers every partition).
+    pub async fn read(
+        &self,
+        tp: TopicPartition,
+        offset: Offset,
+        bytes_max: usize,
+        committed: bool,
+    ) -> ReadOutcome {
+        let owner = self.owner(&tp);
+        if owner == self.shard {
+            return self.read_local(&tp, offset, bytes_max, committed).await;
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(
+            owner,
+            ShardMsg::Read {
+                tp,
+                offset,
+                bytes_max,
+                committed,
+                reply,
+            },
+        );
+        crate::runtime::wake::cross(rx)
+            .await
+            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
+    }
+
+    pub(super) async fn read_local(
+        &self,
+        tp: &TopicPartition,
+        offset: Offset,
+        bytes_max: usize,
+        committed: bool,
+    ) -> ReadOutcome {
+        if bytes_max == 0 {
+            return self.read_offsets_local(tp, offset);
+        }
+        let log = self.led(tp)?;
+        let read = if committed {
+            log.read_committed(offset, bytes_max).await
+        } else {
+            log.read(offset, bytes_max).await
+        };
+        match read {
+            // Consumers never see past the high watermark of a replicated partition.
+            Ok(out) => Ok(match self.visible_end(tp, &log) {
+                Some(hw) => out.bounded(hw),
+                None => out,
+            }),
+            Err(ReadError::OutOfRange { .. }) => Err(ErrorCode::OffsetOutOfRange),
+            Err(ReadError::Io(e)) => {
+                warn!(topic = %tp.0, partition = tp.1, error = %e, "read failed");
+                Err(ErrorCode::KafkaStorageError)
+            }
+        }
     }
 }

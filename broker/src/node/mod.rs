@@ -29,7 +29,7 @@ use tracing::{info, warn};
 use crate::catalog::{Catalog, CatalogOp};
 use crate::config::BrokerConfig;
 use crate::runtime::shard::shard_for;
-use crate::storage::{AppendError, Offset, PartitionLog, ReadError, ReadOut, StorageOptions};
+use crate::storage::{AppendError, Offset, PartitionLog, ReadOut, StorageOptions};
 
 pub use crate::storage::TopicPartition;
 
@@ -561,60 +561,6 @@ impl Node {
             }
         }
         all
-    }
-
-    pub async fn read(
-        &self,
-        tp: TopicPartition,
-        offset: Offset,
-        bytes_max: usize,
-        committed: bool,
-    ) -> ReadOutcome {
-        let owner = self.owner(&tp);
-        if owner == self.shard {
-            return self.read_local(&tp, offset, bytes_max, committed).await;
-        }
-        let (reply, rx) = oneshot::channel();
-        self.send(
-            owner,
-            ShardMsg::Read {
-                tp,
-                offset,
-                bytes_max,
-                committed,
-                reply,
-            },
-        );
-        crate::runtime::wake::cross(rx)
-            .await
-            .unwrap_or(Err(ErrorCode::NotLeaderOrFollower))
-    }
-
-    async fn read_local(
-        &self,
-        tp: &TopicPartition,
-        offset: Offset,
-        bytes_max: usize,
-        committed: bool,
-    ) -> ReadOutcome {
-        let log = self.led(tp)?;
-        let read = if committed {
-            log.read_committed(offset, bytes_max).await
-        } else {
-            log.read(offset, bytes_max).await
-        };
-        match read {
-            // Consumers never see past the high watermark of a replicated partition.
-            Ok(out) => Ok(match self.visible_end(tp, &log) {
-                Some(hw) => out.bounded(hw),
-                None => out,
-            }),
-            Err(ReadError::OutOfRange { .. }) => Err(ErrorCode::OffsetOutOfRange),
-            Err(ReadError::Io(e)) => {
-                warn!(topic = %tp.0, partition = tp.1, error = %e, "read failed");
-                Err(ErrorCode::KafkaStorageError)
-            }
-        }
     }
 
     /// Changes the catalog through the controller (shard 0); one result per item.

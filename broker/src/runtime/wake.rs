@@ -236,6 +236,12 @@ impl Wake for DoorbellWaker {
     }
 }
 
+/// Whether this thread is a shard with its doorbells connected (where [`cross`] never hands a
+/// glommio waker to another thread).
+pub fn on_shard() -> bool {
+    LOCAL.with(|l| l.borrow().is_some())
+}
+
 /// Awaits `inner` (completed by another shard or thread) without giving it this task's waker.
 /// Outside a shard (tests, tools) it is a plain await.
 pub fn cross<F: Future + Unpin>(inner: F) -> Cross<F> {

@@ -14,6 +14,8 @@
 //!
 //! I/O:
 //! - [`dma`] — O_DIRECT segment writer on glommio's io_uring, aligned direct reads.
+//! - [`read_pool`] — reads of old segments for fetches, on a few threads per shard (never
+//!   queued behind the shard's fdatasyncs).
 //! - [`cleaner`] — one compaction pass (blocking, off the shard thread) and the crash-safe
 //!   swap of cleaned segments; recovery finishes interrupted swaps.
 //! - [`housekeeping`] — retention, compaction passes and idle rolls, run in the background.
@@ -33,6 +35,7 @@ pub mod partition;
 pub mod partition_txn;
 pub mod prefill;
 pub mod producer_state;
+pub mod read_pool;
 pub mod recovery;
 pub mod scan;
 pub mod segment;

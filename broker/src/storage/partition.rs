@@ -1,5 +1,5 @@
 //! A partition's log on disk, owned by exactly one shard: the [`LogState`] state machine
-//! driven with real I/O ([`SegmentWriter`], [`read_direct`]) and the hot-tail [`BatchCache`].
+//! driven with real I/O ([`SegmentWriter`], [`super::read_pool`]) and the hot-tail [`BatchCache`].
 //!
 //! Concurrency is cooperative (one glommio executor): state lives in a `RefCell` that is never
 //! borrowed across an `.await`. Appends take a one-permit semaphore (one writer per
@@ -23,7 +23,7 @@ use strand_wire::batch::{self, peek_total_len, BatchError};
 use strand_wire::ErrorCode;
 
 use super::cache::{BatchCache, CachedBatch};
-use super::dma::{open_for_direct_reads, read_direct, SegmentWriter};
+use super::dma::{open_for_direct_reads, SegmentWriter};
 use super::log::{LocateError, LogState};
 use super::recovery::{sync_dir, write_indexes, RecoveryReport};
 use super::scan::split_batches;
@@ -270,6 +270,24 @@ impl PartitionLog {
             log_start,
             log_end,
             last_stable,
+            aborted: Vec::new(),
+        })
+    }
+
+    /// What a read at `offset` would report without its records: the offsets a fetch answers
+    /// for a partition it had no room left to read (the response's byte budget was spent).
+    /// Out of range as [`Self::read`] would be.
+    pub fn read_offsets(&self, offset: Offset) -> Result<ReadOut, ReadError> {
+        let st = self.inner.state.borrow();
+        let (log_start, log_end) = (st.log.log_start(), st.log.log_end());
+        if offset < log_start || offset > log_end {
+            return Err(ReadError::OutOfRange { log_start, log_end });
+        }
+        Ok(ReadOut {
+            batches: Vec::new(),
+            log_start,
+            log_end,
+            last_stable: st.txns.last_stable(log_end),
             aborted: Vec::new(),
         })
     }
@@ -664,9 +682,7 @@ impl PartitionLog {
         let mut total = 0usize;
         while pos < bound {
             let len = want.min(bound - pos) as usize;
-            let f = Arc::clone(&file);
-            let chunk = glommio::executor()
-                .spawn_blocking(move || read_direct(&f, pos, len))
+            let chunk = super::read_pool::read(Arc::clone(&file), pos, len)
                 .await
                 .map_err(ReadError::Io)?;
             let batches = split_batches(&chunk);
