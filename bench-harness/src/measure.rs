@@ -61,6 +61,20 @@ impl Default for Counts {
 }
 
 impl Counts {
+    /// Back to empty, keeping the histograms' memory (see [`Recorder::drain_into`]).
+    pub fn clear(&mut self) {
+        self.publish.reset();
+        self.publish_uncorrected.reset();
+        self.end_to_end.reset();
+        self.sent = 0;
+        self.sent_bytes = 0;
+        self.acked = 0;
+        self.errors = 0;
+        self.consumed = 0;
+        self.consumed_bytes = 0;
+        self.first_error = None;
+    }
+
     pub fn add(&mut self, o: &Counts) {
         let _ = self.publish.add(&o.publish);
         let _ = self.publish_uncorrected.add(&o.publish_uncorrected);
@@ -195,6 +209,13 @@ pub struct Pair {
     pub measured: Counts,
 }
 
+impl Pair {
+    pub fn clear(&mut self) {
+        self.all.clear();
+        self.measured.clear();
+    }
+}
+
 /// One worker's recorder, shared with the reporting thread.
 #[derive(Clone)]
 pub struct Recorder {
@@ -257,7 +278,16 @@ impl Recorder {
 
     /// Takes what was recorded since the last drain.
     pub fn drain(&self) -> Pair {
-        std::mem::take(&mut *self.lock())
+        self.drain_into(Pair::default())
+    }
+
+    /// What was recorded since the last drain; `spare` (empty: [`Pair::clear`]) takes its
+    /// place. The lock is held for the swap only, not while six fresh histograms of ~400 KB
+    /// are allocated and zeroed (and the recording thread does not page them in anew each
+    /// second). Measured: no change to a 10 MB/s run's p99.9 (its ~4 ms stalls once a second
+    /// come from elsewhere, see the README's #16 notes).
+    pub fn drain_into(&self, spare: Pair) -> Pair {
+        std::mem::replace(&mut *self.lock(), spare)
     }
 }
 

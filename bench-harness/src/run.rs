@@ -320,6 +320,12 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
     let mut stages_reset = false;
     let mut broker_stages = Vec::new();
     let (mut ticks_at_start, mut ticks_at_end) = (None, None);
+    // One emptied pair of histograms per recorder, swapped in at each drain.
+    let mut spares: Vec<Option<crate::measure::Pair>> = workers
+        .recorders
+        .iter()
+        .map(|_| Some(Default::default()))
+        .collect();
     loop {
         let (warmup_end, end) = (warmup.end_s, warmup.end_s + w.duration_s);
         let now_s = start.elapsed().as_secs_f64();
@@ -336,10 +342,12 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
         }
         let now_s = start.elapsed().as_secs_f64();
         let (mut counts, mut measured) = (Counts::default(), Counts::default());
-        for r in &workers.recorders {
-            let p = r.drain();
+        for (r, spare) in workers.recorders.iter().zip(spares.iter_mut()) {
+            let mut p = r.drain_into(spare.take().unwrap_or_default());
             counts.add(&p.all);
             measured.add(&p.measured);
+            p.clear();
+            *spare = Some(p);
         }
         acked += counts.acked + counts.errors;
         consumed += counts.consumed;

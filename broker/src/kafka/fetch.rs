@@ -252,7 +252,7 @@ async fn read_all(
                     log_start: nothing.log_start.0,
                 };
                 if !(incremental && now == *told) {
-                    out.push((i, Ok(kept(nothing, &mut 0, usize::MAX))));
+                    out.push((i, Ok(kept(nothing, &mut 0, usize::MAX, &mut false))));
                 }
             }
             None => news.push(i),
@@ -266,7 +266,11 @@ async fn read_all(
             .saturating_sub(total)
             .max(usize::from(total == 0))
     };
-    while next < news.len() && left(total) > 0 {
+    // Set once a read's batches did not fit: the budget is spent, though a few bytes remain
+    // (reading on with what is left read a partition per wave, each to be thrown away: at
+    // 1,000 partitions a fetch read hundreds of chunks one after another and kept none).
+    let mut spent = false;
+    while next < news.len() && !spent && left(total) > 0 {
         let mut reserve = left(total);
         let mut wave = Vec::new();
         while next < news.len() && reserve > 0 {
@@ -282,7 +286,10 @@ async fn read_all(
                 Reading::Done(r) => r,
                 Reading::Task(task) => task.await,
             };
-            out.push((i, r.map(|read| kept(read, &mut total, response_max))));
+            out.push((
+                i,
+                r.map(|read| kept(read, &mut total, response_max, &mut spent)),
+            ));
         }
     }
     // No room left: offsets only, no records (and no disk reads).
@@ -295,7 +302,10 @@ async fn read_all(
             Reading::Done(r) => r,
             Reading::Task(task) => task.await,
         };
-        out.push((i, r.map(|read| kept(read, &mut total, response_max))));
+        out.push((
+            i,
+            r.map(|read| kept(read, &mut total, response_max, &mut spent)),
+        ));
     }
     out
 }
@@ -322,15 +332,21 @@ fn start_read(node: &Rc<Node>, want: &Want, bytes_max: usize, committed: bool) -
 }
 
 /// A read's batches that still fit the response (all of them while `total` is 0: the first
-/// batch found is returned whole), counted into `total`.
-fn kept(read: crate::storage::ReadOut, total: &mut usize, response_max: usize) -> Read {
+/// batch found is returned whole), counted into `total`; `spent` is set when some did not.
+fn kept(
+    read: crate::storage::ReadOut,
+    total: &mut usize,
+    response_max: usize,
+    spent: &mut bool,
+) -> Read {
     let mut batches = read.batches;
     if *total > 0 {
-        let mut kept = 0usize;
+        let (read_n, mut kept) = (batches.len(), 0usize);
         batches.retain(|b| {
             kept += b.len();
             *total + kept <= response_max
         });
+        *spent |= batches.len() < read_n;
     }
     let bytes: usize = batches.iter().map(Bytes::len).sum();
     *total += bytes;

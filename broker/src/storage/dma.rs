@@ -15,7 +15,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -66,6 +66,50 @@ impl AlignedBuf {
         AlignedBuf { ptr, len, layout }
     }
 
+    /// `want` bytes of `file` from the block-aligned `start`, read with O_DIRECT into a fresh
+    /// block-aligned allocation that is not zeroed first (the read fills it): fewer bytes
+    /// where the file ends. Zeroing 1 MiB read buffers cost a memset plus the page faults it
+    /// took, ~10% of a shard's CPU while a consumer caught up at 1,000 partitions.
+    pub fn read_from(file: &File, start: u64, want: usize) -> io::Result<AlignedBuf> {
+        let cap = (align_up(want as u64) as usize).max(BLOCK_BYTES as usize);
+        let layout = std::alloc::Layout::from_size_align(cap, BLOCK_BYTES as usize)
+            .expect("block-aligned layout");
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let ptr =
+            std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        // `len` counts the initialised prefix: only that is ever exposed.
+        let mut buf = AlignedBuf {
+            ptr,
+            len: 0,
+            layout,
+        };
+        while buf.len < want {
+            // SAFETY: writes into this allocation after its initialised prefix, at most up to
+            // `want <= cap` bytes; no Rust reference to the uninitialised part is made.
+            let n = unsafe {
+                libc::pread(
+                    std::os::fd::AsRawFd::as_raw_fd(file),
+                    buf.ptr.as_ptr().add(buf.len).cast(),
+                    want - buf.len,
+                    (start + buf.len as u64) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                break;
+            }
+            buf.len += n as usize;
+        }
+        Ok(buf)
+    }
+
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: we own `len` initialised (zeroed) bytes at `ptr`.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
@@ -74,14 +118,15 @@ impl AlignedBuf {
 
 impl AsRef<[u8]> for AlignedBuf {
     fn as_ref(&self) -> &[u8] {
-        // SAFETY: as above.
+        // SAFETY: the first `len` bytes at `ptr` are ours and initialised (`zeroed` zeroes
+        // them all, `read_from` counts only what the read wrote).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated with this layout in `zeroed`.
+        // SAFETY: allocated with this layout in `zeroed` or `read_from`.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
@@ -99,16 +144,8 @@ pub fn open_for_direct_reads(path: &Path) -> io::Result<File> {
 pub fn read_direct(file: &File, pos: u64, len: usize) -> io::Result<Bytes> {
     let start = align_down(pos);
     let end = align_up(pos + len as u64);
-    let mut buf = AlignedBuf::zeroed((end - start) as usize);
-    let mut got = 0usize;
-    let want = (end - start) as usize;
-    while got < want {
-        let n = file.read_at(&mut buf.as_mut_slice()[got..want], start + got as u64)?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
+    let buf = AlignedBuf::read_from(file, start, (end - start) as usize)?;
+    let got = buf.len;
     let lead = (pos - start) as usize;
     let avail = got.saturating_sub(lead).min(len);
     Ok(Bytes::from_owner(buf).slice(lead..lead + avail))
@@ -551,5 +588,29 @@ impl SegmentWriter {
         self.file.truncate(end).await.map_err(gio)?;
         self.fdatasync().await?;
         Ok(end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn direct_reads_return_exactly_the_bytes_asked_for_or_up_to_the_end() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("seg");
+        let data: Vec<u8> = (0..3 * BLOCK_BYTES as usize + 100)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        std::fs::write(&path, &data).expect("write");
+        let file = open_for_direct_reads(&path).expect("open O_DIRECT");
+        // Unaligned start and length, inside the file.
+        let got = read_direct(&file, 10, 5000).expect("read");
+        assert_eq!(&got[..], &data[10..5010]);
+        // Past the end: what there is, and nothing of the buffer beyond it.
+        let got = read_direct(&file, 2 * BLOCK_BYTES + 7, 1 << 20).expect("read");
+        assert_eq!(&got[..], &data[2 * BLOCK_BYTES as usize + 7..]);
+        let buf = AlignedBuf::read_from(&file, 0, 8 * BLOCK_BYTES as usize).expect("read");
+        assert_eq!(buf.as_ref(), &data[..]);
     }
 }
