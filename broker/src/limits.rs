@@ -49,6 +49,14 @@ pub const READ_BYTES_MIN: u64 = 64 << 10;
 /// larger reads only delay the first byte; the consumer comes back for more).
 pub const READ_BYTES_MAX: u64 = 8 << 20;
 
+/// Fewest partition reads a fetch starts at once (`kafka::fetch::read_all`): a read is
+/// charged against the response budget at most `1/FETCH_WAVE_READS_MIN` of what is left, so
+/// a client whose `max.partition.fetch.bytes` equals its `fetch.max.bytes` does not read one
+/// partition per round trip. Worst case it reads 16 partitions' worth (each at most
+/// `READ_BYTES_MAX`) to keep one response; with Kafka's defaults (1 MiB of 50 MiB) it changes
+/// nothing.
+pub const FETCH_WAVE_READS_MIN: usize = 16;
+
 /// Threads per shard that read old segments for fetches (`storage::read_pool`): enough reads
 /// in flight to keep a disk busy while a consumer catches up on many partitions (one at a
 /// time, 55 reads of 1 MiB took ~150 ms per fetch here), few enough to stay idle otherwise.

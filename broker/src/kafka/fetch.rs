@@ -20,6 +20,7 @@ use strand_wire::fetch::{encode_fetch_response, FetchPartition, FetchTopic};
 use strand_wire::kafka::messages::FetchRequest;
 
 use crate::fetch_session::{Answer, Mode, Plan, Told, Want};
+use crate::limits;
 use crate::node::{Node, Probe, ReadOutcome};
 use crate::storage::Offset;
 
@@ -272,12 +273,17 @@ async fn read_all(
     let mut spent = false;
     while next < news.len() && !spent && left(total) > 0 {
         let mut reserve = left(total);
+        // What one read is charged at most: a wave holds at least
+        // `FETCH_WAVE_READS_MIN` reads (when `max.partition.fetch.bytes` is as large as the
+        // response, or a partition on another shard turns out to have nothing, one read per
+        // wave made a fetch a string of round trips).
+        let charge_max = (reserve / limits::FETCH_WAVE_READS_MIN).max(1);
         let mut wave = Vec::new();
         while next < news.len() && reserve > 0 {
             let i = news[next];
             let w = &plan.wants[i].0;
             let bytes_max = (w.max_bytes.max(0) as usize).min(reserve).max(1);
-            reserve -= bytes_max;
+            reserve -= bytes_max.min(charge_max);
             wave.push((i, start_read(node, w, bytes_max, committed)));
             next += 1;
         }

@@ -111,7 +111,7 @@ impl AlignedBuf {
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: we own `len` initialised (zeroed) bytes at `ptr`.
+        // SAFETY: we own `len` initialised bytes at `ptr` (see `as_ref`).
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
@@ -146,7 +146,8 @@ pub fn read_direct(file: &File, pos: u64, len: usize) -> io::Result<Bytes> {
     let end = align_up(pos + len as u64);
     let buf = AlignedBuf::read_from(file, start, (end - start) as usize)?;
     let got = buf.len;
-    let lead = (pos - start) as usize;
+    // A file that ends before `pos` (a segment shorter than its index says) reads nothing.
+    let lead = ((pos - start) as usize).min(got);
     let avail = got.saturating_sub(lead).min(len);
     Ok(Bytes::from_owner(buf).slice(lead..lead + avail))
 }

@@ -55,7 +55,11 @@ fn work(queue: &Mutex<Receiver<Job>>) {
             Err(_) => return,
         };
         match job {
-            Ok(job) => job(),
+            // A panicking read drops its reply (the fetch answers KAFKA_STORAGE_ERROR) and
+            // must not take the thread with it.
+            Ok(job) => {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            }
             Err(_) => return, // the shard is gone
         }
     }
