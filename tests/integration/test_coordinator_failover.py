@@ -210,7 +210,7 @@ def test_transactional_message_copier_across_coordinator_and_leader_kills(cluste
 
     log = copy_with_kills(cluster.bootstrap(), os.path.dirname(cluster.brokers[1].log_path),
                           lambda name, count: create_topic(cluster, name, count), kill,
-                          n=6_000, kills=3)
+                          n=20_000, kills=3)
     print("killed (partition, node): " + ", ".join(f"{t}-{p} on {n}" for t, p, n in kills))
     # Copiers may die while a node is down (they are restarted), but never on an error code
     # the Java client cannot handle (it would be a wrong answer from a coordinator).
