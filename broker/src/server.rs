@@ -112,6 +112,11 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
     let storage = crate::host::storage_options(&config)?;
     crate::host::warn_on_tuning(&config.data_dir);
     let mesh = Mesh::new(shards);
+    // A single node replicates nothing: its broker configs live in the catalog.
+    let throttle_rates = match config.cluster {
+        Some(_) => crate::cluster::throttle_rates::ThrottleRates::load(&config.data_dir)?,
+        None => crate::cluster::throttle_rates::ThrottleRates::unsaved(),
+    };
     let shared = Arc::new(NodeShared {
         config: Arc::new(config.clone()),
         senders: mesh.senders,
@@ -132,6 +137,7 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
         ),
         auto_create: Default::default(),
         cluster: handle,
+        throttle_rates: Arc::new(throttle_rates),
     });
     info!(
         max_connections = shared.admission.max_total(),

@@ -217,6 +217,12 @@ pub fn validate(name: &str, value: &str) -> Result<(), String> {
                 .map_err(|_| bad("expected a number"))?;
             check_range(name, v, lo, hi)
         }
+        Kind::List(_) if name.ends_with(".replication.throttled.replicas") => {
+            use strand_cluster_core::replication::throttle::ThrottledReplicas;
+            ThrottledReplicas::parse(value)
+                .map(drop)
+                .map_err(|why| bad(&why))
+        }
         Kind::List(allowed) => {
             let items = list_items(value);
             if allowed.is_empty() {
@@ -292,6 +298,11 @@ mod tests {
         assert!(validate("message.timestamp.type", "LogAppendTime").is_ok());
         assert!(validate("preallocate", "yes").is_err());
         assert!(validate("nope", "1").is_err());
+        let throttled = "leader.replication.throttled.replicas";
+        assert!(validate(throttled, "0:1,1:2").is_ok());
+        assert!(validate(throttled, "*").is_ok());
+        assert!(validate(throttled, "").is_ok());
+        assert!(validate(throttled, "0-1").is_err());
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! - [`handle`]: a shard's way to the controller executor (`ClusterHandle::call`).
 //! - [`peers_down`]: peers whose tripwire closed, for the shards' Metadata answers.
 //! - [`producer_ids`]: producer-id blocks reserved for this node by the controller.
+//! - [`throttle_rates`]: this node's replication throttle rates (KIP-73), saved beside its data.
 //! - [`tripwire`]: the liveness tripwire's TCP sockets (one held connection per peer; a
 //!   closed connection whose redial is refused is evidence the peer's process died).
 //!
@@ -27,5 +28,6 @@ pub mod metadata_driver;
 pub mod peers_down;
 pub mod producer_ids;
 pub mod quorum_driver;
+pub mod throttle_rates;
 pub mod tripwire;
 pub mod view;

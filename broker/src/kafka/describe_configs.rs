@@ -100,7 +100,10 @@ pub async fn handle(node: &Rc<Node>, req: DescribeConfigsRequest) -> DescribeCon
                         c.auto_create_topics.to_string(),
                     ),
                 ];
-                let dynamic = &catalog.broker_configs;
+                // (In a cluster this node's throttle rates are its own dynamic configs.)
+                let mut dynamic = catalog.broker_configs.clone();
+                dynamic.extend(node.shared.throttle_rates.described());
+                let dynamic = &dynamic;
                 let mut status = Vec::new();
                 if let (Some(h), Some(keys)) = (&node.shared.cluster, &keys) {
                     // Cluster mode, asked by name only (`strand cluster info`): this node's

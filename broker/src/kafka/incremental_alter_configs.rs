@@ -38,7 +38,18 @@ pub async fn alter_resources<C>(
     let mut answers = Vec::with_capacity(resources.len());
     let mut changes = Vec::new();
     let mut slots = Vec::new();
+    let cluster = node.shared.cluster.is_some();
     for (resource_type, name, change) in resources {
+        if cluster && resource_type == RESOURCE_BROKER && name.is_empty() {
+            answers.push((
+                ErrorCode::InvalidRequest.code(),
+                Some(StrBytes::from_static_str(
+                    "the cluster-wide broker default cannot be changed in a cluster yet: \
+                     name a broker id",
+                )),
+            ));
+            continue;
+        }
         match resource(resource_type, &name, node.node_id()) {
             Ok(r) => {
                 slots.push(answers.len());

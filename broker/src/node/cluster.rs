@@ -259,6 +259,13 @@ impl Node {
                 ));
             }
         }
+        // This broker's throttle rates are its own (`cluster::throttle_rates`): set here.
+        let rates = super::throttle::rates_changes(&op, &before);
+        for (check, rate) in checks.iter_mut().zip(&rates) {
+            if let (Ok(()), Some(Err(refused))) = (&check, rate) {
+                *check = Err(refused.clone());
+            }
+        }
         if validate_only {
             return checks;
         }
@@ -289,8 +296,9 @@ impl Node {
                 changes,
             })
         };
-        const NOT_TOPIC: &str =
-            "broker and group configs cannot be changed in a cluster yet; topic configs can";
+        const NOT_TOPIC: &str = "broker configs other than the replication throttle rates, and \
+            group configs, cannot be changed in a cluster yet; topic configs can";
+
         // Broker configs cannot change in a cluster yet, but deleting keys that are not set
         // changes nothing and succeeds: `kafka-reassign-partitions --verify` / `--cancel`
         // clear replication throttles that way on every broker.
@@ -343,17 +351,24 @@ impl Node {
             .map(|(i, (req, check))| {
                 let handle = handle.clone();
                 let no_op = no_op.get(i).copied().unwrap_or(false);
+                let rates = rates.get(i).cloned().flatten();
+                let throttle_rates = std::sync::Arc::clone(&self.shared.throttle_rates);
                 async move {
-                    match (check, req) {
-                        (Err(refused), _) => Err(refused),
-                        (Ok(()), None) if no_op => Ok(()),
-                        (Ok(()), None) => Err((ErrorCode::InvalidRequest, NOT_TOPIC.to_string())),
-                        (Ok(()), Some(Request::AlterTopicConfigs { changes, .. }))
+                    match (check, req, rates) {
+                        (Err(refused), _, _) => Err(refused),
+                        (Ok(()), None, Some(change)) => {
+                            super::throttle::change_rates(throttle_rates, change?).await
+                        }
+                        (Ok(()), None, None) if no_op => Ok(()),
+                        (Ok(()), None, None) => {
+                            Err((ErrorCode::InvalidRequest, NOT_TOPIC.to_string()))
+                        }
+                        (Ok(()), Some(Request::AlterTopicConfigs { changes, .. }), _)
                             if changes.is_empty() =>
                         {
                             Ok(()) // nothing changes
                         }
-                        (Ok(()), Some(req)) => answered(handle.call(req).await.error),
+                        (Ok(()), Some(req), _) => answered(handle.call(req).await.error),
                     }
                 }
             });

@@ -43,6 +43,7 @@ mod reassign;
 mod replica_fetcher;
 mod replica_leader;
 mod replica_serve;
+mod throttle;
 pub use replica_serve::ReplicaFetchMany;
 pub mod txn_service;
 pub use cluster::SINGLE_NODE_ID;
@@ -193,6 +194,8 @@ pub struct NodeShared {
     pub auto_create: crate::auto_create::AutoCreate,
     /// Cluster mode: the way to the controller executor (`None`: a single node).
     pub cluster: Option<crate::cluster::handle::ClusterHandle>,
+    /// Cluster mode: this node's replication throttle rates (`cluster::throttle_rates`).
+    pub throttle_rates: Arc<crate::cluster::throttle_rates::ThrottleRates>,
 }
 
 pub struct Node {

@@ -29,6 +29,7 @@ use strand_cluster_core::replication::epoch_cache::truncation;
 use tracing::{debug, info, warn};
 
 use super::{Node, TopicPartition};
+use crate::cluster::throttle_rates::Side;
 use crate::limits;
 use crate::storage::scan::split_batches;
 use crate::storage::{Offset, PartitionLog};
@@ -70,6 +71,10 @@ struct Asked {
     generation: u64,
     log: PartitionLog,
     offset: i64,
+    /// Bytes to ask for: `REPLICA_FETCH_MAX_BYTES`, or less for a throttled replica.
+    max_bytes: i32,
+    /// Whether its bytes count against the follower throttle (`throttle`).
+    throttled: bool,
 }
 
 /// A session's partition as `session_members` reads it: topic id, epoch, generation, and
@@ -249,7 +254,7 @@ impl Node {
                         offset: a.offset,
                         last_epoch: a.log.epoch_cache().latest().map_or(-1, |(e, _)| e),
                         known_high_watermark: a.log.replica_high_watermark(),
-                        max_bytes: limits::REPLICA_FETCH_MAX_BYTES,
+                        max_bytes: a.max_bytes,
                     })
                     .collect(),
             };
@@ -288,6 +293,9 @@ impl Node {
             // quiet partition) only moves the high watermark, here and now.
             let mut writes = Vec::new();
             for (a, answer) in asked.into_iter().zip(answers) {
+                if let (Ok(d), true) = (&answer, a.throttled) {
+                    self.throttle_spend(Side::Follower, d.records.len());
+                }
                 let writes_log = answer.as_ref().is_ok_and(|d| {
                     !d.records.is_empty()
                         || d.diverging.is_some()
@@ -370,6 +378,15 @@ impl Node {
                     f.became_follower = true;
                 }
             }
+            // A replica outside the ISR listed in the topic's follower throttle is asked for
+            // with what this shard's share of `follower.replication.throttled.rate` has left,
+            // and not at all while that is spent (KIP-73).
+            let throttled = self.follower_allowance(&tp);
+            let max_bytes = match throttled {
+                Some(left) if left <= 0 => continue,
+                Some(left) => left.min(i64::from(limits::REPLICA_FETCH_MAX_BYTES)) as i32,
+                None => limits::REPLICA_FETCH_MAX_BYTES,
+            };
             let offset = log.log_end().0;
             asked.push(Asked {
                 tp,
@@ -378,6 +395,8 @@ impl Node {
                 generation,
                 log,
                 offset,
+                max_bytes,
+                throttled: throttled.is_some(),
             });
         }
         Some((asked, next_due))

@@ -5,7 +5,9 @@
 //! which every append and every high-watermark move on the shard fires — until any partition
 //! has something the follower lacks (new batches, or a high watermark other than the one it
 //! last heard) or the wait is over, and answers every partition at once: whole batches as
-//! the log holds them, up to the per-partition and per-answer byte caps.
+//! the log holds them, up to the per-partition and per-answer byte caps. A replica outside
+//! the ISR that the topic's leader throttle lists gets no more than the node's
+//! `leader.replication.throttled.rate` has left (`throttle`, KIP-73).
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +15,7 @@ use strand_cluster_core::broker_rpc::{PartitionAnswer, PartitionFetch, ReplicaDa
 use strand_wire::ErrorCode;
 
 use super::{Node, TopicPartition};
+use crate::cluster::throttle_rates::Side;
 use crate::limits;
 use crate::storage::{Offset, PartitionLog};
 
@@ -71,8 +74,12 @@ impl Node {
                 let news = serve.iter().any(|s| {
                     let p = &fetch.partitions[s.index];
                     hw_news |= self.replica_answer_hw(&s.tp, &s.log) != p.known_high_watermark;
+                    // (A throttled replica over its rate gets no batches: not news.)
+                    let may_read = self
+                        .leader_allowance(&s.tp, fetch.replica)
+                        .is_none_or(|allowed| allowed > 0);
                     // (Served from the log start: the follower must start again there.)
-                    s.offset.0 != p.offset || s.offset < s.log.log_end()
+                    may_read && (s.offset.0 != p.offset || s.offset < s.log.log_end())
                 });
                 let now = Instant::now();
                 if hw_news && !hw_news_seen {
@@ -99,9 +106,18 @@ impl Node {
             // A follower sent back to the log start must get the batch holding it (it starts
             // again at that batch's base, which may lie below the log start): never cut.
             let restart = s.offset.0 != p.offset;
-            let mut answer = self
-                .replica_read(&s, p, if restart { budget.max(1) } else { budget })
-                .await;
+            // A replica outside the ISR listed in the topic's leader throttle gets at most what
+            // this shard's share of `leader.replication.throttled.rate` has left (KIP-73).
+            let throttled = self.leader_allowance(&s.tp, fetch.replica);
+            let allowed = match throttled {
+                Some(left) => usize::try_from(left).unwrap_or(0).min(budget),
+                None if restart => budget.max(1),
+                None => budget,
+            };
+            let mut answer = self.replica_read(&s, p, allowed).await;
+            if let (Ok(d), Some(_)) = (&answer, throttled) {
+                self.throttle_spend(Side::Leader, d.records.len());
+            }
             if let Ok(d) = &mut answer {
                 // Only the answer's first batches may go past the budget (a batch is whole):
                 // past it later, the answer could outgrow a cluster message and stall every

@@ -20,9 +20,10 @@
 //! - One ISR change in flight at a time (Kafka's pending AlterPartition).
 //!
 //! [`epoch_cache`] holds each replica's epoch -> start offset map and the divergence rule a
-//! follower applies after a leader change.
+//! follower applies after a leader change; [`throttle`] the replication throttles (KIP-73).
 
 pub mod epoch_cache;
+pub mod throttle;
 
 use std::collections::{BTreeMap, VecDeque};
 
