@@ -355,7 +355,7 @@ async fn broker_messages(
 ) {
     while let Some((from, channel, body)) = driver.next_broker_message().await {
         match channel {
-            Channel::BrokerAnswer => match broker_rpc::decode_answer(&body) {
+            Channel::BrokerAnswer => match broker_rpc::decode_answer(body) {
                 Ok(a) => asks.answered(from, a),
                 Err(why) => warn!(peer = from, %why, "broker answer refused"),
             },
@@ -376,7 +376,8 @@ async fn broker_messages(
                             error: Some(ErrorCode::InvalidRequest),
                             partitions: Vec::new(),
                         });
-                        if let Err(why) = driver.send_to(from, Channel::BrokerAnswer, &answer) {
+                        if let Err(why) = driver.send_chunks_to(from, Channel::BrokerAnswer, answer)
+                        {
                             debug!(peer = from, %why, "broker answer not sent");
                         }
                         continue;
@@ -398,7 +399,7 @@ async fn broker_messages(
                         error: outcome.as_ref().err().copied(),
                         partitions: outcome.unwrap_or_default(),
                     });
-                    if let Err(why) = driver.send_to(from, Channel::BrokerAnswer, &answer) {
+                    if let Err(why) = driver.send_chunks_to(from, Channel::BrokerAnswer, answer) {
                         debug!(peer = from, %why, "broker answer not sent");
                     }
                 })

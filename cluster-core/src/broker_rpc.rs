@@ -4,6 +4,7 @@
 //! leader (#18). A request names a `request_id` chosen by the asker; the answer repeats it
 //! with an error code (0: done) and, for a fetch, what the leader has.
 
+use bytes::Bytes;
 use flatbuffers::FlatBufferBuilder;
 use strand_wire::cluster::broker as fb;
 use strand_wire::ErrorCode;
@@ -71,7 +72,51 @@ pub struct ReplicaData {
     /// and asks again.
     pub diverging: Option<(i32, i64)>,
     /// Whole batches, as the leader's log holds them.
-    pub records: Vec<u8>,
+    pub records: Records,
+}
+
+/// Record batches as a list of buffers: on the leader its log's own (sent with no copy: they
+/// become the message's tail chunks), on the follower one slice of the received message.
+#[derive(Clone, Debug, Default)]
+pub struct Records(pub Vec<Bytes>);
+
+impl Records {
+    /// Bytes in all the buffers.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(Bytes::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(Bytes::is_empty)
+    }
+
+    /// The batches as one buffer: no copy when they are one already (as received).
+    pub fn contiguous(&self) -> Bytes {
+        match self.0.as_slice() {
+            [] => Bytes::new(),
+            [one] => one.clone(),
+            many => Bytes::from(many.concat()),
+        }
+    }
+}
+
+impl PartialEq for Records {
+    /// The same bytes, however they are split into buffers.
+    fn eq(&self, other: &Records) -> bool {
+        self.len() == other.len() && self.contiguous() == other.contiguous()
+    }
+}
+
+impl Eq for Records {}
+
+impl From<Vec<u8>> for Records {
+    fn from(bytes: Vec<u8>) -> Records {
+        Records(if bytes.is_empty() {
+            Vec::new()
+        } else {
+            vec![Bytes::from(bytes)]
+        })
+    }
 }
 
 pub fn encode_request(request_id: u64, req: &BrokerRequest) -> Vec<u8> {
@@ -204,21 +249,18 @@ pub fn decode_request(bytes: &[u8]) -> Result<(u64, BrokerRequest), String> {
     Ok((r.request_id(), req))
 }
 
-pub fn encode_answer(a: &BrokerAnswer) -> Vec<u8> {
-    let records_len = a
-        .partitions
-        .iter()
-        .map(|p| 48 + p.as_ref().map_or(0, |d| d.records.len()))
-        .sum::<usize>();
-    let mut b = FlatBufferBuilder::with_capacity(64 + records_len);
+/// An answer as the chunks of one message (in order): the FlatBuffer, with its length in
+/// front, then each partition's records — the leader's log buffers themselves, not copied.
+pub fn encode_answer(a: &BrokerAnswer) -> Vec<Bytes> {
+    let mut b = FlatBufferBuilder::with_capacity(64 + 64 * a.partitions.len());
     let partitions = (!a.partitions.is_empty()).then(|| {
         let items: Vec<_> = a
             .partitions
             .iter()
             .map(|p| {
                 let d = p.as_ref().ok();
-                let records = d.map(|d| b.create_vector(&d.records));
                 let diverging = d.and_then(|d| d.diverging);
+                let records_len = d.map_or(0, |d| d.records.len());
                 fb::ReplicaPartitionAnswer::create(
                     &mut b,
                     &fb::ReplicaPartitionAnswerArgs {
@@ -227,7 +269,9 @@ pub fn encode_answer(a: &BrokerAnswer) -> Vec<u8> {
                         log_start: d.map_or(-1, |d| d.log_start),
                         diverging_epoch: diverging.map_or(-1, |d| d.0),
                         diverging_end_offset: diverging.map_or(-1, |d| d.1),
-                        records,
+                        records: None,
+                        records_len: u32::try_from(records_len)
+                            .expect("an answer's records fit a cluster message"),
                     },
                 )
             })
@@ -244,31 +288,71 @@ pub fn encode_answer(a: &BrokerAnswer) -> Vec<u8> {
         },
     );
     b.finish(root, None);
-    b.finished_data().to_vec()
+    let header = b.finished_data();
+    let mut head = Vec::with_capacity(4 + header.len());
+    head.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    head.extend_from_slice(header);
+    let mut chunks = vec![Bytes::from(head)];
+    for d in a.partitions.iter().flatten() {
+        chunks.extend(d.records.0.iter().filter(|c| !c.is_empty()).cloned());
+    }
+    chunks
 }
 
-pub fn decode_answer(bytes: &[u8]) -> Result<BrokerAnswer, String> {
-    let a = flatbuffers::root_with_opts::<fb::Answer>(&verifier_options(bytes), bytes)
+/// An answer from one message's body (its records are slices of `bytes`, not copies);
+/// malformed input is an error naming what was wrong.
+pub fn decode_answer(bytes: Bytes) -> Result<BrokerAnswer, String> {
+    let header_len = bytes
+        .get(..4)
+        .map(|l| u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize)
+        .ok_or("broker answer: shorter than its header length")?;
+    let header = bytes
+        .get(4..4usize.saturating_add(header_len))
+        .ok_or("broker answer: header longer than the message")?;
+    let a = flatbuffers::root_with_opts::<fb::Answer>(&verifier_options(header), header)
         .map_err(|e| format!("broker answer: {e}"))?;
     let error = error_code(a.error_code())?;
+    let mut tail = bytes.slice(4 + header_len..);
     let mut partitions = Vec::new();
     for p in a.partitions().iter().flatten() {
+        let records_len = p.records_len() as usize;
+        if records_len > tail.len() {
+            return Err("broker answer: records past the end of the message".to_string());
+        }
+        let mut records = Records(Vec::new());
+        if records_len > 0 {
+            records.0.push(tail.split_to(records_len));
+        }
+        if let Some(inline) = p.records().filter(|r| !r.is_empty()) {
+            records.0.push(Bytes::copy_from_slice(inline.bytes()));
+        }
         partitions.push(match error_code(p.error_code())? {
+            Some(_) if !records.is_empty() => {
+                return Err("broker answer: records with an error".to_string())
+            }
             Some(code) => Err(code),
             None => Ok(ReplicaData {
                 high_watermark: p.high_watermark(),
                 log_start: p.log_start(),
                 diverging: (p.diverging_epoch() >= 0 || p.diverging_end_offset() >= 0)
                     .then(|| (p.diverging_epoch(), p.diverging_end_offset())),
-                records: p.records().map(|r| r.bytes().to_vec()).unwrap_or_default(),
+                records,
             }),
         });
+    }
+    if !tail.is_empty() {
+        return Err("broker answer: bytes past the last partition's records".to_string());
     }
     Ok(BrokerAnswer {
         request_id: a.request_id(),
         error,
         partitions,
     })
+}
+
+/// The chunks of a message as one buffer (tests, and the fuzzer's round trip).
+pub fn joined(chunks: &[Bytes]) -> Bytes {
+    Bytes::from(chunks.concat())
 }
 
 fn error_code(code: i16) -> Result<Option<ErrorCode>, String> {
@@ -340,19 +424,51 @@ mod tests {
                         high_watermark: 5,
                         log_start: 0,
                         diverging: None,
-                        records: vec![9; 100],
+                        records: Records(vec![
+                            Bytes::from(vec![9; 60]),
+                            Bytes::new(),
+                            Bytes::from(vec![8; 40]),
+                        ]),
                     }),
                     Ok(ReplicaData {
                         high_watermark: 5,
                         log_start: 0,
                         diverging: Some((2, 4)),
-                        records: Vec::new(),
+                        records: Records::default(),
                     }),
                 ],
             },
         ] {
-            assert_eq!(decode_answer(&encode_answer(&a)), Ok(a));
+            let chunks = encode_answer(&a);
+            let message = joined(&chunks);
+            assert_eq!(decode_answer(message.clone()), Ok(a));
+            // Every truncation and damaged byte is an error or a value, never a panic.
+            for cut in 0..message.len() {
+                let _ = decode_answer(message.slice(..cut));
+            }
+            for i in 0..message.len() {
+                let mut damaged = message.to_vec();
+                damaged[i] ^= 0x5A;
+                let _ = decode_answer(Bytes::from(damaged));
+            }
         }
+        // The leader's buffers go out as they are: the chunks after the header are them.
+        let shared = Bytes::from(vec![7u8; 4096]);
+        let a = BrokerAnswer {
+            request_id: 13,
+            error: None,
+            partitions: vec![Ok(ReplicaData {
+                records: Records(vec![shared.slice(..1000), shared.slice(1000..)]),
+                ..Default::default()
+            })],
+        };
+        let chunks = encode_answer(&a);
+        assert_eq!(chunks.len(), 3);
+        assert_eq!(chunks[1].as_ptr(), shared.as_ptr(), "not copied");
+        assert!(
+            decode_answer(joined(&chunks[..2])).is_err(),
+            "records cut short"
+        );
         // Every truncation and every single-byte change decodes to an error or a value,
         // never a panic.
         for cut in 0..bytes.len() {

@@ -27,8 +27,8 @@ fuzz_target!(|data: &[u8]| {
         let again = broker_rpc::encode_request(id, &req);
         assert_eq!(broker_rpc::decode_request(&again), Ok((id, req)));
     }
-    if let Ok(answer) = broker_rpc::decode_answer(data) {
-        let again = broker_rpc::encode_answer(&answer);
-        assert_eq!(broker_rpc::decode_answer(&again).as_ref(), Ok(&answer));
+    if let Ok(answer) = broker_rpc::decode_answer(bytes::Bytes::copy_from_slice(data)) {
+        let again = broker_rpc::joined(&broker_rpc::encode_answer(&answer));
+        assert_eq!(broker_rpc::decode_answer(again).as_ref(), Ok(&answer));
     }
 });

@@ -9,6 +9,8 @@
 //! Prints p50/p99 round trip and MB/s for both and the ratios against #17's goals (QUIC bulk
 //! at least half of TCP's, QUIC round trip within 2x of TCP's); `--check` exits 1 on a miss.
 
+mod bench_common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc;
@@ -19,6 +21,8 @@ use clap::Parser;
 use strand_broker::cluster::link::ClusterLink;
 use strand_cluster_core::transport::certs::DevCa;
 use strand_cluster_core::transport::{SendError, TransportEvent};
+
+use bench_common::{next_message, on_core, two_cpus};
 
 #[derive(Parser)]
 #[command(about = "QUIC cluster transport vs TCP on loopback: round trip and bulk throughput")]
@@ -58,31 +62,6 @@ struct Result2 {
 
 fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((q * sorted.len() as f64) as usize).min(sorted.len() - 1)]
-}
-
-/// Runs `f` on a glommio executor pinned to `cpu`, in a thread of its own.
-fn on_core<T: Send + 'static>(
-    cpu: usize,
-    f: impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = T>>> + Send + 'static,
-) -> std::thread::JoinHandle<Result<T, String>> {
-    std::thread::spawn(move || {
-        glommio::LocalExecutorBuilder::new(glommio::Placement::Fixed(cpu))
-            .make()
-            .map_err(|e| format!("executor on cpu {cpu}: {e}"))
-            .map(|ex| ex.run(f()))
-    })
-}
-
-/// Waits for the next message on `link`; a lost connection is an error.
-async fn next_message(link: &ClusterLink) -> Result<Bytes, String> {
-    loop {
-        match link.next_event().await {
-            Some(TransportEvent::Message { body, .. }) => return Ok(body),
-            Some(TransportEvent::Disconnected { reason, .. }) => return Err(reason),
-            Some(TransportEvent::Connected { .. }) => {}
-            None => return Err("link closed".into()),
-        }
-    }
 }
 
 fn quic(args: &Args, cpus: (usize, usize)) -> Result<Result2, String> {
@@ -174,7 +153,7 @@ fn quic(args: &Args, cpus: (usize, usize)) -> Result<Result2, String> {
     });
     let result = driver.join().map_err(|_| "node 1 panicked")??;
     let _ = echo.join();
-    result
+    Ok(result)
 }
 
 fn read_frame(s: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
@@ -248,18 +227,7 @@ fn tcp(args: &Args, cpus: (usize, usize)) -> std::io::Result<Result2> {
 
 fn main() {
     let args = Args::parse();
-    let cpus: Vec<usize> = args
-        .cpus
-        .split(',')
-        .filter_map(|c| c.trim().parse().ok())
-        .collect();
-    let cpus = match cpus[..] {
-        [a, b] => (a, b),
-        _ => {
-            eprintln!("--cpus takes two cores, e.g. 0,1");
-            std::process::exit(2);
-        }
-    };
+    let cpus = two_cpus(&args.cpus);
     let q = match quic(&args, cpus) {
         Ok(r) => r,
         Err(e) => {

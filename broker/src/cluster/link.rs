@@ -124,6 +124,11 @@ impl ClusterLink {
 
     /// Queues `body` for `node` (at most once, in order; see `Transport`).
     pub fn send(&self, node: NodeId, body: Bytes) -> Result<(), SendError> {
+        self.send_chunks(node, vec![body])
+    }
+
+    /// Queues a message made of `chunks` for `node`, each buffer as it is (no copy).
+    pub fn send_chunks(&self, node: NodeId, chunks: Vec<Bytes>) -> Result<(), SendError> {
         if self.inner.closed.get() {
             return Err(SendError::Closed);
         }
@@ -131,7 +136,7 @@ impl ClusterLink {
             .inner
             .transport
             .borrow_mut()
-            .send(Instant::now(), node, body);
+            .send_chunks(Instant::now(), node, chunks);
         self.inner.kick.notify(1);
         r
     }

@@ -17,6 +17,7 @@
 //! authenticated it), and a remote request naming a node (registration, heartbeat, producer
 //! ids) only for the sender's own node id (`MetadataNode` checks that).
 
+use bytes::Bytes;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::io;
@@ -293,6 +294,18 @@ impl MetadataDriver {
         self.inner
             .voter
             .send(node, messages::with_channel(channel, body))
+    }
+
+    /// Sends a broker-to-broker message whose body (after the channel byte) is `chunks`,
+    /// each buffer as it is: a replica fetch's answer carries the leader's log buffers.
+    pub fn send_chunks_to(
+        &self,
+        node: NodeId,
+        channel: Channel,
+        mut chunks: Vec<Bytes>,
+    ) -> Result<(), String> {
+        chunks.insert(0, Bytes::copy_from_slice(&[channel as u8]));
+        self.inner.voter.send_chunks(node, chunks)
     }
 
     /// Liveness evidence from this node's tripwire (`cluster::tripwire`): a dead process

@@ -203,6 +203,17 @@ impl QuorumVoter {
             .map_err(|e| format!("to node {to}: {e:?}"))
     }
 
+    /// Sends a message made of `chunks` to `to`, each buffer as it is.
+    pub fn send_chunks(&self, to: NodeId, chunks: Vec<Bytes>) -> Result<(), String> {
+        if self.inner.stopped.get() {
+            return Err("the metadata quorum voter has stopped".to_string());
+        }
+        self.inner
+            .link
+            .send_chunks(to, chunks)
+            .map_err(|e| format!("to node {to}: {e:?}"))
+    }
+
     /// The next message of another channel than the quorum's (sender, channel, body after
     /// the channel byte); `None` once the voter has stopped.
     pub async fn next_message(&self) -> Option<(NodeId, Channel, Bytes)> {

@@ -14,8 +14,8 @@
 //!
 //! Not yet (see `docs/design/replication-plan.md` and `docs/design/replica-fetch-batching.md`):
 //! a persisted follower high watermark; replica traffic goes through the controller
-//! executor's link rather than a stream per shard pair, and the records are copied into the
-//! message.
+//! executor's link rather than a stream per shard pair. The leader sends its log's buffers
+//! as they are (`broker_rpc::Records`); each batch is copied once here, into the append.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -446,7 +446,7 @@ impl Node {
             // the leader's does (the leader no longer has what lies between) — at the base of
             // the batch holding the leader's log start, which DeleteRecords may have put
             // inside a batch; then the log start moves up to the leader's.
-            let base = split_batches(&data.records)
+            let base = split_batches(&data.records.contiguous())
                 .first()
                 .map_or(data.log_start, |(h, _, _)| {
                     h.base_offset.min(data.log_start)
@@ -526,8 +526,9 @@ impl Node {
                 .map_err(|e| e.to_string())?;
             return Ok(true);
         }
-        for (_, start, end) in split_batches(&data.records) {
-            let batch = BytesMut::from(&data.records[start..end]);
+        let records = data.records.contiguous();
+        for (_, start, end) in split_batches(&records) {
+            let batch = BytesMut::from(&records[start..end]);
             log.append_replica(batch, crate::runtime::clock::now_ms())
                 .await
                 .map_err(|e| e.to_string())?;

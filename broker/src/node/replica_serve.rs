@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use strand_cluster_core::broker_rpc::{PartitionAnswer, PartitionFetch, ReplicaData};
+use strand_cluster_core::broker_rpc::{PartitionAnswer, PartitionFetch, Records, ReplicaData};
 use strand_wire::ErrorCode;
 
 use super::{Node, TopicPartition};
@@ -123,7 +123,7 @@ impl Node {
                 // past it later, the answer could outgrow a cluster message and stall every
                 // partition of the session, not only this one.
                 if carried && !restart && d.records.len() > budget {
-                    d.records = Vec::new();
+                    d.records = Records::default();
                 }
                 carried |= !d.records.is_empty();
                 budget = budget.saturating_sub(d.records.len());
@@ -217,11 +217,8 @@ impl Node {
             crate::storage::ReadError::OutOfRange { .. } => ErrorCode::OffsetOutOfRange,
             crate::storage::ReadError::Io(_) => ErrorCode::KafkaStorageError,
         })?;
-        let len = read.batches.iter().map(|b| b.len()).sum();
-        data.records.reserve_exact(len);
-        for b in &read.batches {
-            data.records.extend_from_slice(b);
-        }
+        // The log's own buffers: they go out as the message's chunks, not copied.
+        data.records = Records(read.batches);
         Ok(data)
     }
 
@@ -231,7 +228,7 @@ impl Node {
             high_watermark: self.replica_answer_hw(tp, log),
             log_start: log.log_start().0,
             diverging: None,
-            records: Vec::new(),
+            records: Records::default(),
         }
     }
 

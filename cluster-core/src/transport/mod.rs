@@ -213,8 +213,20 @@ impl Transport {
 
     /// Queues `body` for `node`, dialling it first if no connection is up or being made.
     pub fn send(&mut self, now: Instant, node: NodeId, body: Bytes) -> Result<(), SendError> {
-        if body.len() > CLUSTER_MESSAGE_MAX_BYTES {
-            return Err(SendError::TooLarge(body.len()));
+        self.send_chunks(now, node, vec![body])
+    }
+
+    /// As [`Transport::send`], for a message whose body is `chunks` one after the other:
+    /// each is queued as it is (a leader's log buffers go to QUIC with no copy).
+    pub fn send_chunks(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        chunks: Vec<Bytes>,
+    ) -> Result<(), SendError> {
+        let len: usize = chunks.iter().map(Bytes::len).sum();
+        if len > CLUSTER_MESSAGE_MAX_BYTES {
+            return Err(SendError::TooLarge(len));
         }
         let ch = match self.outgoing.get(&node) {
             Some(ch) => *ch,
@@ -224,13 +236,14 @@ impl Transport {
             .conns
             .get_mut(&ch)
             .expect("outgoing entries name live connections");
-        if c.queued_bytes + body.len() > CLUSTER_PEER_QUEUE_MAX_BYTES {
+        if c.queued_bytes + len > CLUSTER_PEER_QUEUE_MAX_BYTES {
             return Err(SendError::Full(node));
         }
-        c.queued_bytes += 4 + body.len();
+        c.queued_bytes += 4 + len;
         c.queue
-            .push_back(Bytes::copy_from_slice(&frame::header(body.len())));
-        c.queue.push_back(body);
+            .push_back(Bytes::copy_from_slice(&frame::header(len)));
+        c.queue
+            .extend(chunks.into_iter().filter(|chunk| !chunk.is_empty()));
         self.drive(now);
         Ok(())
     }

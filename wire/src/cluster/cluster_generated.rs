@@ -5999,6 +5999,7 @@ impl<'a> ReplicaPartitionAnswer<'a> {
   pub const VT_DIVERGING_EPOCH: flatbuffers::VOffsetT = 10;
   pub const VT_DIVERGING_END_OFFSET: flatbuffers::VOffsetT = 12;
   pub const VT_RECORDS: flatbuffers::VOffsetT = 14;
+  pub const VT_RECORDS_LEN: flatbuffers::VOffsetT = 16;
 
   #[inline]
   pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
@@ -6013,6 +6014,7 @@ impl<'a> ReplicaPartitionAnswer<'a> {
     builder.add_diverging_end_offset(args.diverging_end_offset);
     builder.add_log_start(args.log_start);
     builder.add_high_watermark(args.high_watermark);
+    builder.add_records_len(args.records_len);
     if let Some(x) = args.records { builder.add_records(x); }
     builder.add_diverging_epoch(args.diverging_epoch);
     builder.add_error_code(args.error_code);
@@ -6055,12 +6057,23 @@ impl<'a> ReplicaPartitionAnswer<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<i64>(ReplicaPartitionAnswer::VT_DIVERGING_END_OFFSET, Some(-1)).unwrap()}
   }
+  /// Whole batches as the leader's log holds them (answers before session 28; now empty).
   #[inline]
   pub fn records(&self) -> Option<flatbuffers::Vector<'a, u8>> {
     // Safety:
     // Created from valid Table for this object
     // which contains a valid value in this slot
     unsafe { self._tab.get::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'a, u8>>>(ReplicaPartitionAnswer::VT_RECORDS, None)}
+  }
+  /// This partition's batches, in the message after the FlatBuffer: the answer's body is
+  /// `[u32 little-endian FlatBuffer length][FlatBuffer][records of each partition in order]`,
+  /// so the leader sends its log's own buffers with no copy.
+  #[inline]
+  pub fn records_len(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(ReplicaPartitionAnswer::VT_RECORDS_LEN, Some(0)).unwrap()}
   }
 }
 
@@ -6077,6 +6090,7 @@ impl flatbuffers::Verifiable for ReplicaPartitionAnswer<'_> {
      .visit_field::<i32>("diverging_epoch", Self::VT_DIVERGING_EPOCH, false)?
      .visit_field::<i64>("diverging_end_offset", Self::VT_DIVERGING_END_OFFSET, false)?
      .visit_field::<flatbuffers::ForwardsUOffset<flatbuffers::Vector<'_, u8>>>("records", Self::VT_RECORDS, false)?
+     .visit_field::<u32>("records_len", Self::VT_RECORDS_LEN, false)?
      .finish();
     Ok(())
   }
@@ -6088,6 +6102,7 @@ pub struct ReplicaPartitionAnswerArgs<'a> {
     pub diverging_epoch: i32,
     pub diverging_end_offset: i64,
     pub records: Option<flatbuffers::WIPOffset<flatbuffers::Vector<'a, u8>>>,
+    pub records_len: u32,
 }
 impl<'a> Default for ReplicaPartitionAnswerArgs<'a> {
   #[inline]
@@ -6099,6 +6114,7 @@ impl<'a> Default for ReplicaPartitionAnswerArgs<'a> {
       diverging_epoch: -1,
       diverging_end_offset: -1,
       records: None,
+      records_len: 0,
     }
   }
 }
@@ -6133,6 +6149,10 @@ impl<'a: 'b, 'b> ReplicaPartitionAnswerBuilder<'a, 'b> {
     self.fbb_.push_slot_always::<flatbuffers::WIPOffset<_>>(ReplicaPartitionAnswer::VT_RECORDS, records);
   }
   #[inline]
+  pub fn add_records_len(&mut self, records_len: u32) {
+    self.fbb_.push_slot::<u32>(ReplicaPartitionAnswer::VT_RECORDS_LEN, records_len, 0);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> ReplicaPartitionAnswerBuilder<'a, 'b> {
     let start = _fbb.start_table();
     ReplicaPartitionAnswerBuilder {
@@ -6156,6 +6176,7 @@ impl core::fmt::Debug for ReplicaPartitionAnswer<'_> {
       ds.field("diverging_epoch", &self.diverging_epoch());
       ds.field("diverging_end_offset", &self.diverging_end_offset());
       ds.field("records", &self.records());
+      ds.field("records_len", &self.records_len());
       ds.finish()
   }
 }
