@@ -270,8 +270,9 @@ pub fn encode_answer(a: &BrokerAnswer) -> Vec<Bytes> {
                         diverging_epoch: diverging.map_or(-1, |d| d.0),
                         diverging_end_offset: diverging.map_or(-1, |d| d.1),
                         records: None,
-                        records_len: u32::try_from(records_len)
-                            .expect("an answer's records fit a cluster message"),
+                        // (Capped by the leader far below 4 GiB; saturating, never a
+                        // panic: a message that large is refused by the transport.)
+                        records_len: u32::try_from(records_len).unwrap_or(u32::MAX),
                     },
                 )
             })

@@ -17,8 +17,8 @@
 //!   not yet acknowledged; the follower acknowledges each.
 //!
 //! The follower writes in order on a task of its own; it acknowledges (`--follower-ack`) once
-//! a batch is queued for its disk (Strand's follower: `append_replica` returns when the batch
-//! is in the write-behind buffer), once written (Kafka's: the page cache), or once fsynced.
+//! a batch is written (Strand's follower, like Kafka's page-cache ack), once it is only
+//! queued for its disk (Strand's before session 28), or once fsynced.
 //!
 //! Both send a batch only once the leader wrote it (what the log can serve), so neither gains
 //! from sending before the local write.
@@ -62,9 +62,9 @@ struct Args {
     /// Directory for the two ring files.
     #[arg(long, default_value = "target/replication-bench")]
     dir: PathBuf,
-    /// When the follower acknowledges: `queued` for its disk (Strand's broker), `written`
-    /// (Kafka's: in the page cache), or `synced` (fdatasync first).
-    #[arg(long, value_enum, default_value = "queued")]
+    /// When the follower acknowledges: `written` (Strand's broker since session 28; Kafka's
+    /// page cache), `queued` for its disk (Strand's before), or `synced` (fdatasync first).
+    #[arg(long, value_enum, default_value = "written")]
     follower_ack: FollowerAck,
     /// Modes, in order (each run once; repeat a name to run it again).
     #[arg(long, default_value = "pull,push,pull,push")]
@@ -234,9 +234,10 @@ impl Leader {
             let elapsed = start.elapsed();
             let want = (elapsed.as_secs_f64() * rate_bytes_s / self.batch as f64) as u64;
             while made < want {
-                // Each batch is due at its place in the schedule, not when the tick noticed.
-                let at =
-                    start + Duration::from_secs_f64(made as f64 * self.batch as f64 / rate_bytes_s);
+                // Each batch is due when the schedule completed it (its last byte), not when
+                // the tick noticed.
+                let at = start
+                    + Duration::from_secs_f64((made + 1) as f64 * self.batch as f64 / rate_bytes_s);
                 self.due.borrow_mut().push_back(at);
                 made += 1;
                 self.pending.set(self.pending.get() + 1);
@@ -388,8 +389,18 @@ async fn lead(
         }
         glommio::timer::sleep(TICK).await;
     }
-    let _ = leader.link.send(2, Bytes::from_static(&[STOP]));
+    // STOP, and its echo before the link closes (a close drops what QUIC has not sent).
     drop(listen);
+    let _ = leader.link.send(2, Bytes::from_static(&[STOP]));
+    let echoed = async {
+        while !next_message(&leader.link).await?.starts_with(&[STOP]) {}
+        Ok::<(), String>(())
+    };
+    futures_lite::future::or(echoed, async {
+        glommio::timer::sleep(Duration::from_secs(5)).await;
+        Err("the follower did not answer STOP".to_string())
+    })
+    .await?;
     let h = leader.latencies.borrow().clone();
     eprintln!(
         "  (acknowledged on the follower's word, after the leader's fsync: {})",
@@ -401,10 +412,10 @@ async fn lead(
 /// When the follower acknowledges a batch (pull: its next fetch; push: an ack message).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 enum FollowerAck {
-    /// Once it is queued for the disk, as Strand's follower does (`append_replica` returns
-    /// when the batch is in the log's write-behind buffer).
+    /// Once it is queued for the disk (Strand's follower before session 28: the batch in
+    /// the log's write-behind buffer).
     Queued,
-    /// Once its O_DIRECT write completed (Kafka's followers: in the page cache).
+    /// Once its O_DIRECT write completed (Strand's follower now; Kafka's: the page cache).
     Written,
     /// Once an fdatasync covered it.
     Synced,
@@ -516,7 +527,10 @@ async fn follow(
                 }
             }
             DATA => return Err(format!("data at {offset}, expected {end}")),
-            STOP => break,
+            STOP => {
+                let _ = link.send(1, Bytes::from_static(&[STOP]));
+                break;
+            }
             _ => {}
         }
     }
@@ -563,6 +577,12 @@ fn run(args: &Args, mode: Mode, cpus: (usize, usize)) -> Result<Histogram<u64>, 
                 .map_err(|e| e.to_string())?;
             link.add_peer(1, addr1);
             let r = follow(mode, ack, link.clone(), file).await;
+            // The leader closes first, once it has the STOP echo (or 2 s pass).
+            let _ = futures_lite::future::or(
+                async { while next_message(&link).await.is_ok() {} },
+                glommio::timer::sleep(Duration::from_secs(2)),
+            )
+            .await;
             link.close(Duration::from_millis(200)).await;
             r
         })
@@ -580,7 +600,7 @@ fn run(args: &Args, mode: Mode, cpus: (usize, usize)) -> Result<Histogram<u64>, 
             addr1_tx
                 .send(link.local_addr().map_err(|e| e.to_string())?)
                 .map_err(|e| e.to_string())?;
-            // The connection first: the schedule starts once the follower answered.
+            // (Dials the follower now, before the schedule starts.)
             let _ = link.send(2, Bytes::from_static(b"hello"));
             let r = lead(mode, params, link.clone(), file).await;
             link.close(Duration::from_millis(200)).await;

@@ -38,6 +38,7 @@ mod coordinators;
 mod fetch_probe;
 pub(crate) use fetch_probe::Probe;
 pub mod group_service;
+mod leader_written;
 mod partition_ops;
 mod reassign;
 mod replica_fetcher;
@@ -231,6 +232,10 @@ pub struct Node {
     leaders: RefCell<HashMap<TopicPartition, replica_leader::Led>>,
     /// Whether the replication ticker runs (`replica_leader`).
     replication_ticking: std::cell::Cell<bool>,
+    /// Led, replicated partitions to write out, and the event that wakes the task that does
+    /// (`leader_written`).
+    leader_writes: RefCell<leader_written::LeaderWrites>,
+    leader_writes_wanted: event_listener::Event,
     /// When this shard started, and whether its stray-directory sweep ran (`cluster.rs`).
     started: std::time::SystemTime,
     strays_swept: Cell<bool>,
@@ -278,6 +283,8 @@ impl Node {
             followers: RefCell::default(),
             leaders: RefCell::new(HashMap::new()),
             replication_ticking: std::cell::Cell::new(false),
+            leader_writes: RefCell::default(),
+            leader_writes_wanted: event_listener::Event::new(),
             started: std::time::SystemTime::now(),
             strays_swept: Cell::new(false),
         })

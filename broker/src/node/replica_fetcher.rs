@@ -527,9 +527,17 @@ impl Node {
             return Ok(true);
         }
         let records = data.records.contiguous();
-        for (_, start, end) in split_batches(&records) {
-            let batch = BytesMut::from(&records[start..end]);
+        let batches = split_batches(&records);
+        for (_, start, end) in &batches {
+            let batch = BytesMut::from(&records[*start..*end]);
             log.append_replica(batch, crate::runtime::clock::now_ms())
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        if !batches.is_empty() {
+            // The next fetch acknowledges what this one brought: only once it is written
+            // (it then outlives this process; `storage/partition/written.rs`).
+            log.write_out_to(log.log_end())
                 .await
                 .map_err(|e| e.to_string())?;
         }

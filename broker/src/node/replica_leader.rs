@@ -1,6 +1,7 @@
 //! The leader's side of replication (#18): a `PartitionLeader` (the sans-IO rules in
 //! `strand_cluster_core::replication`) per partition this node leads with replicas on other
-//! nodes, fed by the log's end after appends, by followers' fetch offsets and by time; its
+//! nodes, fed by the log's end after appends and how far it is written (`leader_written`),
+//! by followers' fetch offsets and by time; its
 //! effects are carried out here: the high watermark wakes waiting consumer fetches, `acks=all`
 //! produce requests complete (NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
 //! `min.insync.replicas` meanwhile), and ISR changes go to the controller as AlterPartition —
@@ -105,9 +106,15 @@ impl Node {
             .leaders
             .borrow_mut()
             .get_mut(tp)
-            .map(|led| led.core.appended(log_end, None))
+            .map(|led| {
+                let mut effects = led.core.appended(log_end, None);
+                effects.extend(led.core.written(log.written_offset().0));
+                effects
+            })
             .unwrap_or_default();
         self.carry_out(tp, effects);
+        // (What this log holds from before, as a follower, may still be queued only.)
+        self.want_written(tp, log);
         true
     }
 
@@ -153,6 +160,8 @@ impl Node {
             (led.core.appended(log.log_end().0, token), rx)
         };
         self.carry_out(tp, effects);
+        // The high watermark passes the batch once it is written here too.
+        self.want_written(tp, log);
         rx
     }
 
@@ -182,6 +191,7 @@ impl Node {
                 return log.log_end().0;
             };
             let mut effects = led.core.appended(log.log_end().0, None);
+            effects.extend(led.core.written(log.written_offset().0));
             effects.extend(led.core.fetched(replica, offset, now_ms, eligible));
             (effects, led.core.high_watermark())
         };
@@ -198,6 +208,15 @@ impl Node {
             .borrow()
             .get(tp)
             .map(|led| Offset(led.core.high_watermark()))
+    }
+
+    /// The core of `tp` learns how far its log is written (`leader_written`).
+    pub(super) fn leader_written(&self, tp: &TopicPartition, log: &PartitionLog) {
+        let effects = match self.leaders.borrow_mut().get_mut(tp) {
+            Some(led) => led.core.written(log.written_offset().0),
+            None => return,
+        };
+        self.carry_out(tp, effects);
     }
 
     fn carry_out(&self, tp: &TopicPartition, effects: Vec<Effect>) {
@@ -300,6 +319,7 @@ impl Node {
     /// ISR changes go to the controller (one at a time per partition; a refusal lets the core
     /// propose again). Runs for the life of the shard once replication is in use.
     pub(super) fn start_replication_ticker(self: &Rc<Self>) {
+        self.start_leader_writer();
         if self.replication_ticking.replace(true) {
             return;
         }

@@ -99,7 +99,10 @@ impl Node {
                 .await;
             }
         }
-        let mut budget = usize::try_from(fetch.response_max_bytes).unwrap_or(0);
+        // (The follower's caps, never above this node's: an answer must fit a message.)
+        let mut budget = usize::try_from(fetch.response_max_bytes)
+            .unwrap_or(0)
+            .min(limits::REPLICA_FETCH_RESPONSE_MAX_BYTES as usize);
         let mut carried = false;
         for s in serve {
             let p = &fetch.partitions[s.index];
@@ -111,13 +114,12 @@ impl Node {
             let throttled = self.leader_allowance(&s.tp, fetch.replica);
             let allowed = match throttled {
                 Some(left) => usize::try_from(left).unwrap_or(0).min(budget),
-                None if restart => budget.max(1),
                 None => budget,
             };
+            // (A restart always gets its first batch, throttled or not: without it the
+            // follower would start again inside that batch and be refused forever.)
+            let allowed = if restart { allowed.max(1) } else { allowed };
             let mut answer = self.replica_read(&s, p, allowed).await;
-            if let (Ok(d), Some(_)) = (&answer, throttled) {
-                self.throttle_spend(Side::Leader, d.records.len());
-            }
             if let Ok(d) = &mut answer {
                 // Only the answer's first batches may go past the budget (a batch is whole):
                 // past it later, the answer could outgrow a cluster message and stall every
@@ -127,6 +129,9 @@ impl Node {
                 }
                 carried |= !d.records.is_empty();
                 budget = budget.saturating_sub(d.records.len());
+                if throttled.is_some() {
+                    self.throttle_spend(Side::Leader, d.records.len());
+                }
             }
             answers[s.index] = Some(answer);
         }
@@ -209,7 +214,10 @@ impl Node {
             return Err(ErrorCode::NotLeaderOrFollower);
         }
         let mut data = self.replica_header(&s.tp, &s.log);
-        let max_bytes = usize::try_from(p.max_bytes).unwrap_or(1).min(budget);
+        let max_bytes = usize::try_from(p.max_bytes)
+            .unwrap_or(1)
+            .min(limits::REPLICA_FETCH_MAX_BYTES as usize)
+            .min(budget);
         if max_bytes == 0 || s.offset >= s.log.log_end() {
             return Ok(data);
         }

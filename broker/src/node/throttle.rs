@@ -60,13 +60,12 @@ pub(super) fn rates_changes(
                 Some(Ok(change))
             })
             .collect(),
-        // The legacy AlterConfigs: the broker's whole set, rates only.
+        // The legacy AlterConfigs: the broker's whole set, rates only (an empty set removes
+        // both: in a cluster the rates are all the dynamic configs a broker holds).
         CatalogOp::SetConfigs(items) => items
             .iter()
             .map(|(r, set)| {
-                let fits = *r == Resource::Broker
-                    && !set.is_empty()
-                    && set.keys().all(|k| KEYS.contains(&k.as_str()));
+                let fits = *r == Resource::Broker && set.keys().all(|k| KEYS.contains(&k.as_str()));
                 if !fits {
                     return None;
                 }

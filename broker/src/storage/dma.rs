@@ -568,11 +568,17 @@ impl SegmentWriter {
 
     /// Makes logical bytes `[0, upto)` durable: waits for their writes, then fdatasync.
     pub async fn sync(self: &Rc<Self>, upto: u64) -> io::Result<()> {
+        self.write_out(upto).await?;
+        self.fdatasync().await
+    }
+
+    /// Makes logical bytes `[0, upto)` written (submitted now if they were still buffered,
+    /// then waited for): they outlive the process, not the host.
+    pub async fn write_out(self: &Rc<Self>, upto: u64) -> io::Result<()> {
         if self.state.borrow().submitted_end < upto {
             self.seal();
         }
-        self.wait_written(upto).await?;
-        self.fdatasync().await
+        self.wait_written(upto).await
     }
 
     async fn fdatasync(&self) -> io::Result<()> {

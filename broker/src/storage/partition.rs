@@ -34,6 +34,7 @@ use super::types::{BatchMeta, LogConfig, Offset};
 mod reload;
 mod replica;
 mod time_lookup;
+mod written;
 use crate::limits;
 use crate::storage::producer_state::{ProducerStates, SeqCheck};
 
@@ -142,6 +143,9 @@ pub(super) struct State {
     /// Every offset below this has been fdatasynced.
     durable: Offset,
     syncing: bool,
+    /// Every offset below this has been written (`written`); a write round is running.
+    written: Offset,
+    writing: bool,
     unflushed_bytes: u64,
     closed: bool,
     /// Idempotent producers' last batches (duplicate and sequence checks).
@@ -541,6 +545,7 @@ impl PartitionLog {
         writer.sync(upto_pos).await?;
         let mut st = self.inner.state.borrow_mut();
         st.durable = st.durable.max(upto_offset);
+        st.written = st.written.max(upto_offset);
         st.unflushed_bytes = st.unflushed_bytes.saturating_sub(bytes);
         Ok(())
     }
@@ -592,6 +597,7 @@ impl PartitionLog {
         st.writer = writer;
         st.readers.insert(base, Arc::new(reader));
         st.durable = st.durable.max(base);
+        st.written = st.written.max(base);
         st.unflushed_bytes = 0;
         Ok(())
     }

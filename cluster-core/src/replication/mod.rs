@@ -66,6 +66,11 @@ pub struct PartitionLeader {
     pending_isr: Option<Vec<NodeId>>,
     followers: BTreeMap<NodeId, Follower>,
     log_end: i64,
+    /// How far the leader's own log is written (its bytes outlive the process), once the
+    /// driver tells it (`written`): then the leader counts this, not its log end, toward
+    /// the high watermark, so nothing becomes visible before every ISR member wrote it.
+    /// `None`: the log end counts (a driver that does not track writes).
+    written: Option<i64>,
     high_watermark: i64,
     /// `min.insync.replicas` as configured, and as applied (capped at the replica count).
     min_insync_configured: usize,
@@ -112,6 +117,7 @@ impl PartitionLeader {
             pending_isr: None,
             followers,
             log_end,
+            written: None,
             high_watermark,
             min_insync_configured: min_insync_replicas,
             min_insync_replicas: min_insync_replicas.clamp(1, replicas.len().max(1)),
@@ -160,6 +166,16 @@ impl PartitionLeader {
         if let Some(token) = acks_all {
             self.waiting.push_back((token, log_end));
         }
+        self.advance()
+    }
+
+    /// The leader's log is written up to `written` (exclusive; never past the log end, never
+    /// back): from now on that, not the log end, is the leader's part of the high watermark.
+    pub fn written(&mut self, written: i64) -> Vec<Effect> {
+        let written = written
+            .min(self.log_end)
+            .max(self.written.unwrap_or(i64::MIN));
+        self.written = Some(written);
         self.advance()
     }
 
@@ -307,7 +323,7 @@ impl PartitionLeader {
             .iter()
             .map(|r| {
                 if *r == self.me {
-                    self.log_end
+                    self.written.unwrap_or(self.log_end)
                 } else {
                     self.followers.get(r).map_or(0, |f| f.log_end)
                 }

@@ -23,6 +23,34 @@ fn acked(effects: &[Effect]) -> Vec<(u64, Result<(), ErrorCode>)> {
 }
 
 #[test]
+fn once_told_the_leader_counts_its_written_end_not_its_log_end() {
+    let mut l = leader(2);
+    l.written(0);
+    assert!(acked(&l.appended(10, Some(1))).is_empty());
+    l.fetched(2, 10, 1, true);
+    l.fetched(3, 10, 1, true);
+    assert_eq!(
+        l.high_watermark(),
+        0,
+        "the followers have it; the leader only queued it"
+    );
+    assert_eq!(l.written(6), vec![Effect::HighWatermark(6)]);
+    let e = l.written(10);
+    assert_eq!(e[0], Effect::HighWatermark(10));
+    assert_eq!(acked(&e), vec![(1, Ok(()))]);
+    // Never past the log end, never back.
+    l.written(50);
+    l.written(3);
+    assert_eq!(l.high_watermark(), 10);
+    l.appended(12, None);
+    l.fetched(2, 12, 2, true);
+    l.fetched(3, 12, 2, true);
+    assert_eq!(l.high_watermark(), 10, "written was capped at 10 then");
+    l.written(12);
+    assert_eq!(l.high_watermark(), 12);
+}
+
+#[test]
 fn acks_all_waits_for_every_isr_member_and_the_watermark_follows_the_slowest() {
     let mut l = leader(2);
     assert_eq!(l.admit_acks_all(), Ok(()));

@@ -93,6 +93,8 @@ pub(super) async fn load_state(
         cache: BatchCache::new(options.cache_bytes),
         durable,
         syncing: false,
+        written: durable,
+        writing: false,
         unflushed_bytes: 0,
         closed: false,
         producers: ProducerStates::default(),

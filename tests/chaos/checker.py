@@ -1,0 +1,135 @@
+"""The chaos harness's checker (#19): reads a history (JSON lines, one event each) and counts
+what Jepsen's Kafka analyses look for.
+
+Events (every one has "t" (seconds), "proc" and "f"):
+- f "send": "type" "invoke" (value, partition), then "ok" (value, partition, offset), "fail"
+  (value: the client was told it was not written) or "info" (value: unknown, e.g. a timeout).
+- f "read": "type" "ok", one per record a consumer or the final reader saw (partition,
+  offset, value); f "final": "type" "ok" (partition, high): the final reader read that
+  partition whole, up to its high watermark, after every fault was healed.
+- f "commit": "type" "ok" (group, partition, offset): a consumer group committed an offset.
+
+Anomalies (each a count, with the first examples):
+- lost: acknowledged (send ok) and never read, though the final read covered its partition;
+- duplicate: one value at two or more offsets;
+- inconsistent_offset: one (partition, offset) read with two values, or a value read at
+  another offset than its acknowledgement named;
+- reorder: one producer's two acknowledged sends to a partition, the second invoked after
+  the first was acknowledged, at offsets in the other order;
+- unexpected: a value read that no send invoked;
+- offsets_backwards: a group's committed offset for a partition went down.
+"""
+import json
+from collections import defaultdict
+
+ANOMALIES = ("lost", "duplicate", "inconsistent_offset", "reorder", "unexpected",
+             "offsets_backwards")
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def check(events, examples=3):
+    """{"counts": {anomaly: n}, "examples": {anomaly: [...]}, "stats": {...}}."""
+    invoked = {}            # value -> (proc, partition, t)
+    acked = {}              # value -> (proc, partition, offset, t_invoke, t_ok)
+    failed, unknown = set(), set()
+    at = defaultdict(set)   # (partition, offset) -> values read there
+    where = defaultdict(set)  # value -> (partition, offset) read
+    final_partitions = set()
+    commits = defaultdict(list)  # (group, partition) -> offsets in commit order
+    found = {a: [] for a in ANOMALIES}
+    counts = dict.fromkeys(ANOMALIES, 0)
+
+    def anomaly(kind, example):
+        counts[kind] += 1
+        if len(found[kind]) < examples:
+            found[kind].append(example)
+
+    for e in events:
+        f, kind = e.get("f"), e.get("type")
+        if f == "send":
+            v = e["value"]
+            if kind == "invoke":
+                invoked[v] = (e["proc"], e.get("partition"), e["t"])
+            elif kind == "ok":
+                proc, _, t0 = invoked.get(v, (e["proc"], None, e["t"]))
+                acked[v] = (proc, e["partition"], e["offset"], t0, e["t"])
+            elif kind == "fail":
+                failed.add(v)
+            else:
+                unknown.add(v)
+        elif f == "read" and kind == "ok":
+            key = (e["partition"], e["offset"])
+            at[key].add(e["value"])
+            where[e["value"]].add(key)
+        elif f == "final" and kind == "ok":
+            final_partitions.add(e["partition"])
+        elif f == "commit" and kind == "ok":
+            commits[(e["group"], e["partition"])].append(e["offset"])
+
+    for key, values in sorted(at.items()):
+        if len(values) > 1:
+            anomaly("inconsistent_offset", {"partition": key[0], "offset": key[1],
+                                            "values": sorted(values)})
+    for v, places in sorted(where.items()):
+        if v not in invoked:
+            anomaly("unexpected", {"value": v, "read_at": sorted(places)})
+        if len(places) > 1:
+            anomaly("duplicate", {"value": v, "read_at": sorted(places)})
+    for v, (proc, p, off, _, _) in sorted(acked.items()):
+        places = where.get(v)
+        if not places:
+            if p in final_partitions:
+                anomaly("lost", {"value": v, "partition": p, "acked_offset": off})
+        elif (p, off) not in places:
+            anomaly("inconsistent_offset", {"value": v, "acked_at": [p, off],
+                                            "read_at": sorted(places)})
+    # Per producer and partition: a send invoked after another was acknowledged must land at
+    # a higher offset (a sweep in invoke order over the sends acknowledged before it).
+    by_stream = defaultdict(list)
+    for v, (proc, p, _, t0, t1) in acked.items():
+        places = where.get(v)
+        if places:
+            by_stream[(proc, p)].append((t0, t1, min(o for _, o in places), v))
+    for (proc, p), sends in sorted(by_stream.items()):
+        by_ack = sorted(sends, key=lambda s: s[1])
+        done, highest = 0, None  # sends acknowledged so far; the highest offset among them
+        for t0, _, off, v in sorted(sends):
+            while done < len(by_ack) and by_ack[done][1] < t0:
+                if highest is None or by_ack[done][2] > highest[0]:
+                    highest = (by_ack[done][2], by_ack[done][3])
+                done += 1
+            if highest is not None and off < highest[0]:
+                anomaly("reorder", {"producer": proc, "partition": p, "first": highest[1],
+                                    "first_offset": highest[0], "then": v, "offset": off})
+    for (group, p), offsets in sorted(commits.items()):
+        for a, b in zip(offsets, offsets[1:]):
+            if b < a:
+                anomaly("offsets_backwards", {"group": group, "partition": p, "from": a,
+                                              "to": b})
+    stats = {"sends": len(invoked), "acked": len(acked), "failed": len(failed),
+             "unknown": len(unknown),
+             "no_outcome": len(set(invoked) - set(acked) - failed - unknown),
+             "read_values": len(where),
+             "final_partitions": len(final_partitions),
+             "commits": sum(len(c) for c in commits.values())}
+    return {"counts": counts, "examples": {k: v for k, v in found.items() if v},
+            "stats": stats}
+
+
+def report(result):
+    """The checker's result as text: counts per anomaly, then the first examples."""
+    s = result["stats"]
+    lines = [f"operations: {s['sends']} sends ({s['acked']} acknowledged, {s['failed']} "
+             f"failed, {s['unknown']} unknown, {s['no_outcome']} with no outcome by the end), "
+             f"{s['read_values']} values read, "
+             f"{s['commits']} offset commits; final read of {s['final_partitions']} partitions"]
+    for a in ANOMALIES:
+        lines.append(f"  {a:<20}{result['counts'][a]:>8}")
+    for a, ex in result["examples"].items():
+        for e in ex:
+            lines.append(f"  e.g. {a}: {json.dumps(e)}")
+    return "\n".join(lines)
