@@ -227,6 +227,21 @@ impl Node {
                 }
             };
             rotation = rotation.wrapping_add(1);
+            // A fetch offset acknowledges everything below it: only written offsets may be
+            // acknowledged (a tail left by a failed append, or by this node's own leadership
+            // just ended, is written first; a partition that cannot be is left out a while).
+            let mut ready = Vec::with_capacity(asked.len());
+            for a in asked {
+                if a.log.written_offset().0 < a.offset {
+                    if let Err(e) = a.log.write_out_to(Offset(a.offset)).await {
+                        debug!(topic = %a.tp.0, partition = a.tp.1, error = %e, "not written: not asked for");
+                        self.delay(&a, true);
+                        continue;
+                    }
+                }
+                ready.push(a);
+            }
+            let asked = ready;
             if asked.is_empty() {
                 let wait =
                     next_due.map_or(backoff, |due| due.saturating_duration_since(Instant::now()));

@@ -55,7 +55,16 @@ impl Node {
         if let Some(led) = self.leaders.borrow().get(tp) {
             // (A log shorter than the core knows was truncated by a fetcher that had not
             // stopped yet when this node became leader: start again from the log.)
-            if led.leader_epoch == p.leader_epoch && led.core.log_end() <= log.log_end().0 {
+            // (Nor one that counts more of its log as written than the log does now: the
+            // log was truncated and appended to again since.)
+            let written_ok = led
+                .core
+                .written_end()
+                .is_none_or(|w| w <= log.written_offset().0);
+            if led.leader_epoch == p.leader_epoch
+                && led.core.log_end() <= log.log_end().0
+                && written_ok
+            {
                 return true;
             }
         }
@@ -107,8 +116,10 @@ impl Node {
             .borrow_mut()
             .get_mut(tp)
             .map(|led| {
-                let mut effects = led.core.appended(log_end, None);
-                effects.extend(led.core.written(log.written_offset().0));
+                // `written` first: told the log end alone, a core counts its leader at the
+                // log end, unwritten tail and all, and the watermark never goes back.
+                let mut effects = led.core.written(log.written_offset().0);
+                effects.extend(led.core.appended(log_end, None));
                 effects
             })
             .unwrap_or_default();
@@ -212,6 +223,10 @@ impl Node {
 
     /// The core of `tp` learns how far its log is written (`leader_written`).
     pub(super) fn leader_written(&self, tp: &TopicPartition, log: &PartitionLog) {
+        // (A round on a log since deleted says nothing about a topic re-created in its name.)
+        if !self.local(tp).is_some_and(|l| l.is_same(log)) {
+            return;
+        }
         let effects = match self.leaders.borrow_mut().get_mut(tp) {
             Some(led) => led.core.written(log.written_offset().0),
             None => return,

@@ -135,6 +135,11 @@ impl PartitionLeader {
         self.me
     }
 
+    /// How far the leader's log is written, as last told (`None`: never told).
+    pub fn written_end(&self) -> Option<i64> {
+        self.written
+    }
+
     /// The leader's log end offset as last told.
     pub fn log_end(&self) -> i64 {
         self.log_end

@@ -48,6 +48,13 @@ fn once_told_the_leader_counts_its_written_end_not_its_log_end() {
     assert_eq!(l.high_watermark(), 10, "written was capped at 10 then");
     l.written(12);
     assert_eq!(l.high_watermark(), 12);
+    // A new leader alone in its ISR, its log written up to 4 of 10: told `written` first,
+    // its watermark stops at 4.
+    let mut alone = PartitionLeader::new(1, &[1, 2], vec![1], 10, 0, 1, LAG_MS, 0);
+    alone.written(4);
+    alone.appended(10, None);
+    assert_eq!(alone.high_watermark(), 4);
+    assert_eq!(alone.written_end(), Some(4));
 }
 
 #[test]
