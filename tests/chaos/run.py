@@ -90,11 +90,12 @@ def consumer(history, proc, bootstrap, stop):
                      "offset": m.offset(), "value": m.value().decode()})
             since_commit += 1
         if since_commit >= 50 or (msgs == [] and since_commit):
+            t0 = round(time.time() - history.t0, 4)
             try:
                 for tp in c.commit(asynchronous=False) or []:
                     if tp.offset >= 0 and not tp.error:
                         history({"proc": proc, "f": "commit", "type": "ok", "group": GROUP,
-                                 "partition": tp.partition, "offset": tp.offset})
+                                 "partition": tp.partition, "offset": tp.offset, "t0": t0})
                 since_commit = 0
             except KafkaException:
                 pass  # (a rebalance or a coordinator move: the next commit retries)
