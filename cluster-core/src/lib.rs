@@ -21,6 +21,9 @@
 //!   connection closed and its port refuses), which fences at once instead of after
 //!   `broker.session.timeout.ms`; driven in `broker/src/cluster/tripwire.rs`.
 //! - [`limits`]: the cluster's bounds, with reasons.
+//! - [`dsim`]: a deterministic simulation of replication and the controller (#19): brokers,
+//!   controller and client in one process over a seeded lossy network, clock and disk,
+//!   invariants after every event; `strand-sim` runs many seeds.
 //!
 //! Arrows: `controller` -> `placement` -> `image` -> `records`; `quorum` stands alone (it
 //! orders bytes; the driver decodes them into records); `transport` carries bytes and knows
@@ -30,6 +33,7 @@ pub mod broker_rpc;
 pub mod config;
 pub mod controller;
 pub mod controller_rpc;
+pub mod dsim;
 pub mod file_store;
 pub mod image;
 pub mod limits;

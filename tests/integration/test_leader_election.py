@@ -101,21 +101,27 @@ def leader_election(cluster, *args):
     return r.returncode, r.stdout + r.stderr
 
 
-def test_a_preferred_election_gives_the_first_replica_its_leadership_back(cluster):
+def stop_the_preferred_leader(cluster, topic, acked):
+    """A new RF 3 topic (min ISR 2) takes `acked` through its preferred leader, which is then
+    stopped until another node leads: (preferred, a third node, the new leader)."""
     cluster.until("three brokers live", cluster.formed, limit_s=60)
-    topic = "pref-" + uuid.uuid4().hex[:6]
     md = create(cluster, topic, rf=3, config={"min.insync.replicas": "2"})
     preferred = md.topics[topic].partitions[0].replicas[0]
     assert md.topics[topic].partitions[0].leader == preferred
     other = next(n for n in NODES if n != preferred)
-    acked = [f"a-{i}".encode() for i in range(10)]
     for v in acked:
         assert produce_once_led(cluster, preferred, topic, one_record(v)) == 0
-
-    node = cluster.brokers[preferred]
-    node.stop()
+    cluster.brokers[preferred].stop()
     moved, _ = cluster.until("another node leads", lambda: (lambda m: m if m and m[0] not in (
         -1, preferred) else None)(served(cluster, other, topic)), limit_s=30)
+    return preferred, other, moved
+
+
+def test_a_preferred_election_gives_the_first_replica_its_leadership_back(cluster):
+    topic = "pref-" + uuid.uuid4().hex[:6]
+    acked = [f"a-{i}".encode() for i in range(10)]
+    preferred, other, moved = stop_the_preferred_leader(cluster, topic, acked)
+    node = cluster.brokers[preferred]
     more = [f"b-{i}".encode() for i in range(10)]
     for v in more:
         assert produce_once_led(cluster, moved, topic, one_record(v)) == 0
@@ -200,3 +206,32 @@ def test_an_unclean_election_leads_a_partition_whose_isr_is_down(five):
     assert got == [b"both", b"unclean"], got
     r = strand(cluster, "topic", "elect-leaders", "--unclean", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_leader_that_appended_nothing_in_its_epoch_rejoins_as_a_follower(cluster):
+    """Found by the deterministic simulation (#19, `strand-sim --seed 82`): a node that led an
+    epoch without appending anything (its epoch cache ends with that empty epoch, recorded
+    when it served its followers) and then followed asked the new leader with that epoch
+    forever — the divergence answer cut no record, so nothing changed — and, once the lag
+    timeout dropped it, never rejoined the ISR."""
+    topic = "empty-epoch-" + uuid.uuid4().hex[:6]
+    acked = [f"e-{i}".encode() for i in range(5)]
+    preferred, other, moved = stop_the_preferred_leader(cluster, topic, acked)
+    node = cluster.brokers[preferred]
+    # Nothing is produced in `moved`'s epoch: it only serves the third replica's fetches.
+    node.start()
+    cluster.until("the preferred replica back in the ISR",
+                  lambda: served(cluster, other, topic) == (moved, sorted(NODES)), limit_s=60)
+    r = strand(cluster, "topic", "elect-leaders", topic, "--partition", "0", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cluster.until("every node names the preferred leader", lambda: all(
+        (served(cluster, n, topic) or (None,))[0] == preferred for n in NODES), limit_s=10)
+    # Past the lag timeout, with a record to replicate: `moved` must be (or be back) in sync.
+    time.sleep(LAG_MS / 1000 + 1)
+    last = b"after-empty-epoch"
+    assert produce_once_led(cluster, preferred, topic, one_record(last)) == 0
+    cluster.until(f"node {moved} in the ISR again",
+                  lambda: served(cluster, other, topic) == (preferred, sorted(NODES)),
+                  limit_s=20)
+    got = [v for _, v in read_all(cluster.brokers[moved].bootstrap, topic, 0, len(acked) + 1)]
+    assert got == acked + [last], got

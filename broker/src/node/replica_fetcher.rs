@@ -530,7 +530,10 @@ impl Node {
             let end = log.log_end().0;
             let cut = truncation(&log.epoch_cache(), end, hw, leader_answer);
             if cut.offset >= end {
-                return Ok(false);
+                // No record to cut; an epoch this replica led without appending may still
+                // end its cache (the leader never had it): it goes, or every fetch would ask
+                // with it again.
+                return log.drop_empty_epochs().await.map_err(|e| e.to_string());
             }
             info!(
                 topic = %tp.0, partition = tp.1, ?leader_answer, to = cut.offset,

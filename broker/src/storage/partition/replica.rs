@@ -153,6 +153,27 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Drops the epoch cache's entries that start at the log end: epochs this replica led
+    /// without appending anything (`become_leader` records an epoch before its first
+    /// batch). A follower does this when the leader's divergence answer cuts nothing, as
+    /// Kafka's `truncateTo` does at the log end: else it asks with that epoch, which the
+    /// leader never had, forever — and never rejoins the ISR (found by the simulation, #19).
+    /// `Ok(true)`: some were dropped.
+    pub async fn drop_empty_epochs(&self) -> io::Result<bool> {
+        let _permit = self.lock_appends().await?;
+        let (end, mut cache) = {
+            let st = self.inner.state.borrow();
+            (st.log.log_end(), st.epochs.cache.clone())
+        };
+        let before = cache.entries().len();
+        cache.truncate_from_end(end.0);
+        if cache.entries().len() == before {
+            return Ok(false);
+        }
+        self.persist_epochs(cache).await?;
+        Ok(true)
+    }
+
     /// This replica no longer leads: batches appended from now on come from a leader.
     pub fn become_follower(&self) {
         self.inner.state.borrow_mut().epochs.leading = None;

@@ -1,0 +1,666 @@
+//! A deterministic simulation of the replication core (#19), in the spirit of FoundationDB's
+//! and TigerBeetle's simulators: 3–5 brokers, the active controller and a producing client in
+//! one process, over a simulated network (loss, delay, duplication, reordering, one-way and
+//! two-way partitions), a simulated clock, and a simulated disk whose unwritten tail a crash
+//! loses. Everything is drawn from one seed, so a failing seed reproduces exactly
+//! (`strand-sim --seed N --trace`).
+//!
+//! What is real and what is modelled:
+//! - real: [`PartitionLeader`](crate::replication::PartitionLeader) (ISR, high watermark,
+//!   `acks=all`), the epoch cache and the follower's truncation rule, the
+//!   [`Controller`](crate::controller::Controller) (registration, heartbeats, fencing,
+//!   elections, AlterPartition) and the [`Image`](crate::image::Image) every broker applies;
+//! - modelled after the broker's drivers (`broker/src/node/replica_fetcher.rs`,
+//!   `replica_serve.rs`, `replica_leader.rs`, `leader_written.rs`): the follower's loop (fetch
+//!   from its written end with its last epoch; truncate on a diverging answer; append, write
+//!   out, fetch again), the leader's fetch checks, the AlterPartition retry rules, and the log
+//!   itself (records with their epochs and a written end: a crash keeps what was written and
+//!   a random part of the rest, as an O_DIRECT write-out cut short would);
+//! - not here: the metadata quorum (raft-rs; `quorum_sim.rs` runs it over a lossy network).
+//!   The controller is one process; brokers reach it over the simulated network.
+//!
+//! Invariants, checked after every event ([`check`]): no acknowledged record is missing from
+//! a leader of a later epoch; a leader's high watermark never goes back; at most one node
+//! leads an epoch; every replica agrees with every other below its high watermark (one
+//! history of committed offsets); after the faults heal, a leader serves every acknowledged
+//! record. [`Weakness`] switches off one safeguard to show the checks catch what follows.
+
+mod broker;
+mod check;
+mod controller_host;
+mod nemesis;
+mod net;
+
+use std::collections::{BTreeMap, VecDeque};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use strand_wire::ErrorCode;
+
+use crate::controller::AlterPartition;
+use crate::records::{MetadataRecord, NodeId};
+
+use broker::Broker;
+use check::Checker;
+use controller_host::ControllerHost;
+use nemesis::Fault;
+use net::Net;
+
+/// Timers and timeouts, in simulated milliseconds (the real defaults scaled down, so a run
+/// of a few simulated seconds sees several sessions expire).
+pub(crate) const TICK_MS: u64 = 50;
+pub(crate) const HEARTBEAT_MS: u64 = 150;
+pub(crate) const SESSION_MS: u64 = 1_200;
+pub(crate) const LAG_MAX_MS: u64 = 1_000;
+pub(crate) const CONTROLLER_TICK_MS: u64 = 100;
+pub(crate) const REQUEST_TIMEOUT_MS: u64 = 600;
+/// A leader holds a fetch with nothing to return this long; a follower without an answer
+/// this long fetches again.
+pub(crate) const FETCH_WAIT_MS: u64 = 150;
+pub(crate) const FETCH_TIMEOUT_MS: u64 = 400;
+pub(crate) const PRODUCE_TIMEOUT_MS: u64 = 2_000;
+pub(crate) const PRODUCE_EVERY_MS: u64 = 20;
+pub(crate) const PRODUCE_IN_FLIGHT: usize = 4;
+pub(crate) const MAX_FETCH_RECORDS: usize = 16;
+pub(crate) const TOPIC: &str = "t";
+/// Lines of trace kept for a failing seed's report.
+const TRACE_LINES: usize = 120;
+
+/// The address of a process in the simulation: the controller, a broker (its node id), or
+/// the producing client.
+pub(crate) type Addr = NodeId;
+pub(crate) const CONTROLLER: Addr = 0;
+pub(crate) const CLIENT: Addr = 1_000;
+
+/// One safeguard switched off, to show the invariants catch what it prevents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weakness {
+    /// The leader acknowledges on its own append (`acks=1`).
+    AcksOne,
+    /// Followers acknowledge (fetch on) before their appends are written, and the leader
+    /// counts its log end rather than its written end: a crash loses acknowledged records.
+    AckUnwritten,
+    /// A leaderless partition elects any live replica
+    /// (`unclean.leader.election.enable=true`).
+    UncleanElection,
+}
+
+impl std::str::FromStr for Weakness {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Weakness, String> {
+        match s {
+            "acks1" => Ok(Weakness::AcksOne),
+            "ack-unwritten" => Ok(Weakness::AckUnwritten),
+            "unclean" => Ok(Weakness::UncleanElection),
+            _ => Err(format!(
+                "unknown weakness {s:?} (acks1, ack-unwritten, unclean)"
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Brokers, each a replica of the one partition (3 to 5).
+    pub nodes: usize,
+    pub min_insync_replicas: usize,
+    /// Faults and produce requests happen during this much simulated time...
+    pub run_ms: u64,
+    /// ...then every fault heals and the cluster has this long to settle.
+    pub settle_ms: u64,
+    pub weakness: Option<Weakness>,
+}
+
+impl SimConfig {
+    /// The configuration seed `seed` runs with: 3 nodes (min ISR 2), one seed in four 5 nodes
+    /// (min ISR 3).
+    pub fn for_seed(seed: u64) -> SimConfig {
+        let nodes = if seed % 4 == 3 { 5 } else { 3 };
+        SimConfig {
+            nodes,
+            min_insync_replicas: nodes / 2 + 1,
+            run_ms: 6_000,
+            settle_ms: 6_000,
+            weakness: None,
+        }
+    }
+}
+
+/// What one seed did.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub events: u64,
+    pub produced: u64,
+    pub acked: u64,
+    pub refused: u64,
+    pub leaderships: u64,
+    pub truncations: u64,
+    pub messages: u64,
+    pub dropped: u64,
+    pub duplicated: u64,
+    pub faults: BTreeMap<&'static str, u64>,
+}
+
+impl Stats {
+    pub fn add(&mut self, o: &Stats) {
+        self.events += o.events;
+        self.produced += o.produced;
+        self.acked += o.acked;
+        self.refused += o.refused;
+        self.leaderships += o.leaderships;
+        self.truncations += o.truncations;
+        self.messages += o.messages;
+        self.dropped += o.dropped;
+        self.duplicated += o.duplicated;
+        for (k, v) in &o.faults {
+            *self.faults.entry(k).or_default() += v;
+        }
+    }
+}
+
+/// An invariant broken: what, when, and (traced runs) the events before it.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    pub at_ms: u64,
+    pub event: u64,
+    pub what: String,
+    pub trace: Vec<String>,
+}
+
+pub struct Outcome {
+    pub seed: u64,
+    pub stats: Stats,
+    pub violation: Option<Violation>,
+}
+
+/// Runs one seed; a violation's run is repeated with tracing on (the same events, exactly)
+/// to report what led to it.
+pub fn run(seed: u64, cfg: &SimConfig) -> Outcome {
+    let first = World::new(seed, cfg.clone(), false).run();
+    match first.violation {
+        Some(_) => World::new(seed, cfg.clone(), true).run(),
+        None => first,
+    }
+}
+
+/// Runs one seed with its trace kept, and returns it whole with the outcome.
+pub fn run_traced(seed: u64, cfg: &SimConfig) -> (Outcome, Vec<String>) {
+    let mut w = World::new(seed, cfg.clone(), true);
+    w.trace_lines = usize::MAX;
+    w.run_keeping_trace()
+}
+
+/// What travels between the simulated processes.
+#[derive(Clone, Debug)]
+pub(crate) enum Msg {
+    Register {
+        incarnation: u64,
+    },
+    Heartbeat {
+        broker_epoch: u64,
+        metadata_offset: u64,
+    },
+    MetadataFetch {
+        from: u64,
+    },
+    Metadata {
+        from: u64,
+        records: Vec<(u64, MetadataRecord)>,
+    },
+    Alter(AlterPartition),
+    AlterAnswer {
+        leader_epoch: i32,
+        partition_epoch: i32,
+        error: Option<ErrorCode>,
+    },
+    Fetch {
+        leader_epoch: i32,
+        offset: i64,
+        last_epoch: i32,
+    },
+    FetchAnswer {
+        leader_epoch: i32,
+        offset: i64,
+        answer: Result<FetchData, ErrorCode>,
+    },
+    Produce {
+        token: u64,
+        value: u64,
+    },
+    Produced {
+        token: u64,
+        answer: Result<(i64, i32), ErrorCode>,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum FetchData {
+    Records {
+        records: Vec<(i32, u64)>,
+        high_watermark: i64,
+    },
+    /// The follower's last epoch ends at this offset here (KIP-320's diverging epoch).
+    Diverging { epoch: i32, end_offset: i64 },
+}
+
+/// What a broker asks the world to do after an input.
+pub(crate) enum Out {
+    Send {
+        to: Addr,
+        msg: Msg,
+    },
+    /// Write the log out up to here (the world picks how long the disk takes).
+    WriteOut {
+        upto: i64,
+    },
+}
+
+#[derive(Clone, Debug)]
+enum Event {
+    Deliver {
+        from: Addr,
+        to: Addr,
+        msg: Msg,
+    },
+    BrokerTick {
+        node: NodeId,
+        incarnation: u64,
+    },
+    ControllerTick,
+    ClientTick,
+    Written {
+        node: NodeId,
+        incarnation: u64,
+        upto: i64,
+    },
+    Fault(Fault),
+}
+
+/// The producing client: unique values, `acks=all`, a few in flight, to the leader the
+/// controller names (a client's metadata, without the extra round trip).
+#[derive(Default)]
+struct Client {
+    next_value: u64,
+    next_token: u64,
+    in_flight: BTreeMap<u64, (u64, u64)>,
+}
+
+struct World {
+    seed: u64,
+    cfg: SimConfig,
+    now_ms: u64,
+    rng: ChaCha8Rng,
+    queue: BTreeMap<(u64, u64), Event>,
+    seq: u64,
+    net: Net,
+    controller: ControllerHost,
+    brokers: Vec<Broker>,
+    client: Client,
+    check: Checker,
+    stats: Stats,
+    tracing: bool,
+    trace: VecDeque<String>,
+    trace_lines: usize,
+    /// An invariant an event broke (found while handling it).
+    broken: Option<String>,
+}
+
+impl World {
+    fn new(seed: u64, cfg: SimConfig, tracing: bool) -> World {
+        assert!((3..=5).contains(&cfg.nodes), "3 to 5 nodes");
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let net = Net::drawn(&mut rng);
+        let controller = ControllerHost::bootstrap(cfg.nodes, SESSION_MS);
+        let brokers = (1..=cfg.nodes as NodeId)
+            .map(|id| Broker::new(id, cfg.min_insync_replicas, cfg.weakness))
+            .collect();
+        let check = Checker::new(cfg.nodes);
+        let mut w = World {
+            seed,
+            cfg,
+            now_ms: 0,
+            rng,
+            queue: BTreeMap::new(),
+            seq: 0,
+            net,
+            controller,
+            brokers,
+            client: Client::default(),
+            check,
+            stats: Stats::default(),
+            tracing,
+            trace: VecDeque::new(),
+            trace_lines: TRACE_LINES,
+            broken: None,
+        };
+        for id in 1..=w.cfg.nodes as NodeId {
+            let at = w.rng.gen_range(0..TICK_MS);
+            w.at(
+                at,
+                Event::BrokerTick {
+                    node: id,
+                    incarnation: 1,
+                },
+            );
+        }
+        w.at(CONTROLLER_TICK_MS, Event::ControllerTick);
+        w.at(500, Event::ClientTick);
+        for (at, f) in nemesis::schedule(&mut w.rng, w.cfg.nodes, w.cfg.run_ms) {
+            w.at(at, Event::Fault(f));
+        }
+        w
+    }
+
+    fn at(&mut self, at_ms: u64, e: Event) {
+        self.seq += 1;
+        self.queue.insert((at_ms, self.seq), e);
+    }
+
+    fn note(&mut self, line: impl FnOnce() -> String) {
+        if self.tracing {
+            if self.trace.len() >= self.trace_lines {
+                self.trace.pop_front();
+            }
+            let line = format!("{:>6} ms  {}", self.now_ms, line());
+            self.trace.push_back(line);
+        }
+    }
+
+    fn run(self) -> Outcome {
+        self.run_keeping_trace().0
+    }
+
+    fn run_keeping_trace(mut self) -> (Outcome, Vec<String>) {
+        let end_ms = self.cfg.run_ms + self.cfg.settle_ms;
+        let mut violation = None;
+        while let Some(((at, _), e)) = self.queue.pop_first() {
+            if at > end_ms {
+                break;
+            }
+            self.now_ms = at;
+            self.stats.events += 1;
+            let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.step(e);
+                match self.broken.take() {
+                    Some(what) => Err(what),
+                    None => self
+                        .check
+                        .after_event(&self.brokers, &self.controller.image),
+                }
+            }));
+            let broken = match step {
+                Ok(r) => r.err(),
+                Err(panic) => Some(format!("panicked: {}", panic_text(&panic))),
+            };
+            if let Some(what) = broken {
+                violation = Some(self.violation(what));
+                break;
+            }
+        }
+        if violation.is_none() {
+            if let Err(what) = self.check.at_end(&self.brokers, &self.controller.image) {
+                violation = Some(self.violation(what));
+            }
+        }
+        self.stats.leaderships = self.check.leaderships();
+        self.stats.truncations = self.brokers.iter().map(|b| b.truncations).sum();
+        let trace = self.trace.drain(..).collect();
+        let o = Outcome {
+            seed: self.seed,
+            stats: self.stats,
+            violation,
+        };
+        (o, trace)
+    }
+
+    fn violation(&mut self, what: String) -> Violation {
+        Violation {
+            at_ms: self.now_ms,
+            event: self.stats.events,
+            what,
+            trace: self.trace.iter().cloned().collect(),
+        }
+    }
+
+    fn broker(&mut self, id: NodeId) -> &mut Broker {
+        &mut self.brokers[id as usize - 1]
+    }
+
+    fn step(&mut self, e: Event) {
+        match e {
+            Event::Deliver { from, to, msg } => self.deliver(from, to, msg),
+            Event::BrokerTick { node, incarnation } => {
+                if let Some(resume) = self.held(node, incarnation) {
+                    return self.at(resume, Event::BrokerTick { node, incarnation });
+                }
+                if self.broker(node).incarnation != incarnation || !self.broker(node).up {
+                    return;
+                }
+                let now = self.now_ms;
+                let out = self.broker(node).tick(now);
+                self.carry_out(node, out);
+                self.at(now + TICK_MS, Event::BrokerTick { node, incarnation });
+            }
+            Event::ControllerTick => {
+                let unclean = self.cfg.weakness == Some(Weakness::UncleanElection);
+                let now = self.now_ms;
+                self.controller.tick(now, unclean);
+                self.at(now + CONTROLLER_TICK_MS, Event::ControllerTick);
+            }
+            Event::ClientTick => self.client_tick(),
+            Event::Written {
+                node,
+                incarnation,
+                upto,
+            } => {
+                if let Some(resume) = self.held(node, incarnation) {
+                    return self.at(
+                        resume,
+                        Event::Written {
+                            node,
+                            incarnation,
+                            upto,
+                        },
+                    );
+                }
+                let b = self.broker(node);
+                if b.incarnation != incarnation || !b.up {
+                    return;
+                }
+                self.note(|| format!("n{node} wrote out to {upto}"));
+                let now = self.now_ms;
+                let out = self.broker(node).written(upto, now);
+                self.carry_out(node, out);
+            }
+            Event::Fault(f) => self.fault(f),
+        }
+    }
+
+    /// A paused node's events wait for its resumption (`Some(when)`).
+    fn held(&self, node: NodeId, incarnation: u64) -> Option<u64> {
+        let b = &self.brokers[node as usize - 1];
+        (b.incarnation == incarnation && b.up)
+            .then_some(b.paused_until)
+            .flatten()
+    }
+
+    fn deliver(&mut self, from: Addr, to: Addr, msg: Msg) {
+        if !self.net.delivers(from, to) {
+            self.stats.dropped += 1;
+            return;
+        }
+        if to == CONTROLLER {
+            let now = self.now_ms;
+            let answer = self.controller.receive(from, msg, now);
+            if let Some(a) = answer {
+                self.send(CONTROLLER, from, a);
+            }
+        } else if to == CLIENT {
+            self.client_receive(msg);
+        } else {
+            let b = &self.brokers[to as usize - 1];
+            if !b.up {
+                return;
+            }
+            if let Some(resume) = b.paused_until {
+                return self.at(resume, Event::Deliver { from, to, msg });
+            }
+            self.note(|| format!("n{to} <- {from}: {}", short(&msg)));
+            let now = self.now_ms;
+            let out = self.broker(to).receive(from, msg, now);
+            self.carry_out(to, out);
+        }
+    }
+
+    fn carry_out(&mut self, node: NodeId, out: Vec<Out>) {
+        for o in out {
+            match o {
+                Out::Send { to, msg } => self.send(node, to, msg),
+                Out::WriteOut { upto } => {
+                    // Mostly quick; now and then a stall (a busy device, a starved worker).
+                    let ms = if self.rng.gen_bool(0.02) {
+                        self.rng.gen_range(20..200)
+                    } else {
+                        self.rng.gen_range(0..3)
+                    };
+                    let incarnation = self.broker(node).incarnation;
+                    let at = self.now_ms + ms;
+                    self.at(
+                        at,
+                        Event::Written {
+                            node,
+                            incarnation,
+                            upto,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, from: Addr, to: Addr, msg: Msg) {
+        self.stats.messages += 1;
+        match self.net.route(&mut self.rng, from, to) {
+            None => self.stats.dropped += 1,
+            Some((delay_ms, copy_ms)) => {
+                let now = self.now_ms;
+                if let Some(copy) = copy_ms {
+                    self.stats.duplicated += 1;
+                    let msg = msg.clone();
+                    self.at(now + copy, Event::Deliver { from, to, msg });
+                }
+                self.at(now + delay_ms, Event::Deliver { from, to, msg });
+            }
+        }
+    }
+
+    fn client_tick(&mut self) {
+        let now = self.now_ms;
+        if now >= self.cfg.run_ms {
+            return;
+        }
+        self.client
+            .in_flight
+            .retain(|_, (_, sent)| now.saturating_sub(*sent) < PRODUCE_TIMEOUT_MS);
+        if self.client.in_flight.len() < PRODUCE_IN_FLIGHT {
+            if let Some(leader) = self.controller.leader() {
+                self.client.next_value += 1;
+                self.client.next_token += 1;
+                let (value, token) = (self.client.next_value, self.client.next_token);
+                self.client.in_flight.insert(token, (value, now));
+                self.stats.produced += 1;
+                self.send(CLIENT, leader, Msg::Produce { token, value });
+            }
+        }
+        self.at(now + PRODUCE_EVERY_MS, Event::ClientTick);
+    }
+
+    fn client_receive(&mut self, msg: Msg) {
+        let Msg::Produced { token, answer } = msg else {
+            return;
+        };
+        let Some((value, _)) = self.client.in_flight.remove(&token) else {
+            return; // timed out already, or a duplicate answer
+        };
+        match answer {
+            Ok((offset, epoch)) => {
+                self.stats.acked += 1;
+                self.note(|| format!("client: value {value} acked at {offset} (epoch {epoch})"));
+                if let Err(what) = self.check.acked(offset, value, epoch, &self.brokers) {
+                    self.broken.get_or_insert(what);
+                }
+            }
+            Err(_) => self.stats.refused += 1,
+        }
+    }
+
+    fn fault(&mut self, f: Fault) {
+        self.note(|| format!("fault: {f:?}"));
+        match f {
+            Fault::Crash(n) => {
+                *self.stats.faults.entry("crash").or_default() += 1;
+                let keep = self.rng.gen_range(0.0..=1.0);
+                self.broker(n).crash(keep);
+            }
+            Fault::Restart(n) => {
+                let b = self.broker(n);
+                if !b.up {
+                    b.restart();
+                    let incarnation = b.incarnation;
+                    let at = self.now_ms + 1;
+                    self.at(
+                        at,
+                        Event::BrokerTick {
+                            node: n,
+                            incarnation,
+                        },
+                    );
+                }
+            }
+            Fault::Pause(n, until) => {
+                *self.stats.faults.entry("pause").or_default() += 1;
+                self.broker(n).paused_until = Some(until);
+            }
+            Fault::Resume(n) => self.broker(n).paused_until = None,
+            Fault::Cut(kind, links) => {
+                *self.stats.faults.entry(kind).or_default() += 1;
+                self.net.cut(&links);
+            }
+            Fault::Heal => self.net.heal(),
+        }
+    }
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+/// A message in a trace line, without its bulk.
+fn short(m: &Msg) -> String {
+    match m {
+        Msg::Metadata { from, records } => {
+            format!("metadata from {from} ({} records)", records.len())
+        }
+        Msg::FetchAnswer {
+            leader_epoch,
+            offset,
+            answer:
+                Ok(FetchData::Records {
+                    records,
+                    high_watermark,
+                }),
+        } => {
+            format!(
+                "fetch answer e{leader_epoch} @{offset}: {} records, hw {high_watermark}",
+                records.len()
+            )
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,128 @@
+//! The faults a seed draws: one at a time, each for a fraction of a second to a few seconds,
+//! then healed — crashes (with restart), pauses longer than a session, a node isolated, a
+//! node cut from the controller only, a one-way cut, a majority/minority split (the
+//! controller on a drawn side), a bridge (two halves that both still reach one node), and
+//! every broker crashing at once.
+
+use rand::seq::SliceRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use super::{Addr, CLIENT, CONTROLLER};
+use crate::records::NodeId;
+
+#[derive(Clone, Debug)]
+pub(crate) enum Fault {
+    Crash(NodeId),
+    Restart(NodeId),
+    /// Paused (SIGSTOP) until the given time.
+    Pause(NodeId, u64),
+    Resume(NodeId),
+    /// Links cut, by kind of fault.
+    Cut(&'static str, Vec<(Addr, Addr)>),
+    Heal,
+}
+
+/// `(when, fault)` pairs for a run of `run_ms`; every fault ends (heals, restarts, resumes)
+/// by `run_ms`.
+pub(crate) fn schedule(rng: &mut ChaCha8Rng, nodes: usize, run_ms: u64) -> Vec<(u64, Fault)> {
+    let ids: Vec<NodeId> = (1..=nodes as NodeId).collect();
+    let mut out = Vec::new();
+    let mut t = rng.gen_range(300..1_200);
+    while t < run_ms {
+        let len = rng.gen_range(200..2_500).min(run_ms - t);
+        let end = t + len;
+        let n = *ids.choose(rng).unwrap_or(&1);
+        match rng.gen_range(0..8) {
+            0 => {
+                out.push((t, Fault::Crash(n)));
+                out.push((end, Fault::Restart(n)));
+            }
+            1 => {
+                out.push((t, Fault::Pause(n, end)));
+                out.push((end, Fault::Resume(n)));
+            }
+            2 => {
+                let others = everyone(nodes).into_iter().filter(|a| *a != n);
+                out.push((
+                    t,
+                    Fault::Cut("isolate", both_ways(&[n], &others.collect::<Vec<_>>())),
+                ));
+                out.push((end, Fault::Heal));
+            }
+            3 => {
+                out.push((
+                    t,
+                    Fault::Cut("controller-cut", both_ways(&[n], &[CONTROLLER])),
+                ));
+                out.push((end, Fault::Heal));
+            }
+            4 => {
+                let m = *ids
+                    .iter()
+                    .filter(|&&x| x != n)
+                    .collect::<Vec<_>>()
+                    .choose(rng)
+                    .unwrap_or(&&n);
+                let to = if rng.gen_bool(0.3) { CONTROLLER } else { *m };
+                out.push((t, Fault::Cut("one-way", vec![(n, to)])));
+                out.push((end, Fault::Heal));
+            }
+            5 => {
+                // A minority (with or without the controller and the client) against the rest.
+                let mut shuffled = ids.clone();
+                shuffled.shuffle(rng);
+                let mut minority: Vec<Addr> = shuffled[..(nodes - 1) / 2].to_vec();
+                if rng.gen_bool(0.5) {
+                    minority.push(CONTROLLER);
+                }
+                if rng.gen_bool(0.5) {
+                    minority.push(CLIENT);
+                }
+                let rest: Vec<Addr> = everyone(nodes)
+                    .into_iter()
+                    .filter(|a| !minority.contains(a))
+                    .collect();
+                out.push((t, Fault::Cut("split", both_ways(&minority, &rest))));
+                out.push((end, Fault::Heal));
+            }
+            6 => {
+                // A bridge: two sides that cannot reach each other, both reaching `n`.
+                let mut others: Vec<Addr> =
+                    everyone(nodes).into_iter().filter(|a| *a != n).collect();
+                others.shuffle(rng);
+                let half = others.len() / 2;
+                let (a, b) = others.split_at(half);
+                out.push((t, Fault::Cut("bridge", both_ways(a, b))));
+                out.push((end, Fault::Heal));
+            }
+            _ => {
+                for &m in &ids {
+                    out.push((t, Fault::Crash(m)));
+                    out.push((end, Fault::Restart(m)));
+                }
+                out.push((t, Fault::Cut("whole-cluster-crash", Vec::new())));
+            }
+        }
+        t = end + rng.gen_range(100..800);
+    }
+    out
+}
+
+/// Every process: the controller, the brokers, the client.
+fn everyone(nodes: usize) -> Vec<Addr> {
+    let mut all = vec![CONTROLLER, CLIENT];
+    all.extend(1..=nodes as Addr);
+    all
+}
+
+fn both_ways(a: &[Addr], b: &[Addr]) -> Vec<(Addr, Addr)> {
+    let mut links = Vec::new();
+    for &x in a {
+        for &y in b {
+            links.push((x, y));
+            links.push((y, x));
+        }
+    }
+    links
+}
