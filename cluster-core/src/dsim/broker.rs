@@ -187,6 +187,7 @@ impl Broker {
         }
         let from = self.image.applied_offset;
         send(&mut out, Msg::MetadataFetch { from });
+        self.sync_role(now_ms, &mut out);
         match &mut self.role {
             Role::Leader(l) => {
                 let effects = l.core.tick(now_ms);
@@ -207,6 +208,23 @@ impl Broker {
                 from: offset,
                 records,
             } => self.metadata(offset, records, now_ms, &mut out),
+            // (`broker_session.rs`: an answer to this incarnation's registration gives its
+            // epoch; a stale epoch registers again.)
+            Msg::Registered {
+                incarnation,
+                answer: Ok(epoch),
+            } if incarnation == self.incarnation && self.broker_epoch.is_none() => {
+                self.broker_epoch = Some(epoch);
+                self.last_heartbeat_ms = None;
+                self.sync_role(now_ms, &mut out);
+            }
+            Msg::HeartbeatAnswer {
+                broker_epoch,
+                error: Some(ErrorCode::StaleBrokerEpoch | ErrorCode::BrokerIdNotRegistered),
+            } if Some(broker_epoch) == self.broker_epoch => {
+                self.broker_epoch = None;
+                self.last_register_ms = None;
+            }
             Msg::AlterAnswer {
                 leader_epoch,
                 partition_epoch,
@@ -316,20 +334,25 @@ impl Broker {
             self.image
                 .apply_in_entry(from + 1 + i as u64, &r, &mut self.rejected);
         }
-        if self.broker_epoch.is_none() {
-            self.broker_epoch = self
-                .image
-                .brokers
-                .get(&self.id)
-                .filter(|b| b.registration.incarnation == self.incarnation as u128)
-                .map(|b| b.epoch);
-        }
-        // Nothing is led or followed before this incarnation's registration is applied: the
-        // states before it are the old incarnation's.
-        if self.broker_epoch.is_some() {
+        self.sync_role(now_ms, out);
+    }
+
+    /// Takes up the role the image names, once this incarnation is registered.
+    fn sync_role(&mut self, now_ms: u64, out: &mut Vec<Out>) {
+        // Nothing is led or followed before this incarnation's registration is applied (and
+        // while it is the one the image holds): the states before it are the old
+        // incarnation's.
+        let mine = self
+            .image
+            .brokers
+            .get(&self.id)
+            .is_some_and(|b| b.registration.incarnation == self.incarnation as u128);
+        if self.broker_epoch.is_some() && mine {
             if let Some(p) = self.image.partition(TOPIC, 0).cloned() {
                 self.take_role(&p, now_ms, out);
             }
+        } else if self.broker_epoch.is_some() {
+            self.step_down(out); // another incarnation's registration replaced ours
         }
     }
 

@@ -112,6 +112,15 @@ impl ControllerHost {
         }
     }
 
+    /// The committed records from offset `from` (exclusive) on, for traces.
+    pub(crate) fn records_after(&self, from: usize) -> impl Iterator<Item = &MetadataRecord> {
+        self.log[from.min(self.log.len())..].iter().map(|(_, r)| r)
+    }
+
+    pub(crate) fn log_len(&self) -> usize {
+        self.log.len()
+    }
+
     /// The partition's leader as the controller knows it.
     pub(crate) fn leader(&self) -> Option<NodeId> {
         self.image
@@ -137,13 +146,18 @@ impl ControllerHost {
     pub(crate) fn receive(&mut self, from: Addr, msg: Msg, now_ms: u64) -> Option<Msg> {
         match msg {
             Msg::Register { incarnation } => {
-                if let Ok(records) =
-                    self.controller
-                        .register(&self.image, &registration(from, incarnation), now_ms)
-                {
-                    self.commit(records);
-                }
-                None // the broker learns its epoch from the metadata it fetches
+                let reg = registration(from, incarnation);
+                let answer = match self.controller.register(&self.image, &reg, now_ms) {
+                    Ok(records) => {
+                        self.commit(records);
+                        Ok(self.image.brokers.get(&from).map_or(0, |b| b.epoch))
+                    }
+                    Err(refusal) => Err(refusal.code),
+                };
+                Some(Msg::Registered {
+                    incarnation,
+                    answer,
+                })
             }
             Msg::Heartbeat {
                 broker_epoch,
@@ -155,10 +169,17 @@ impl ControllerHost {
                     metadata_offset,
                     shutting_down: false,
                 };
-                if let Ok(answer) = self.controller.heartbeat(&self.image, &hb, now_ms) {
-                    self.commit(answer.records);
-                }
-                None
+                let error = match self.controller.heartbeat(&self.image, &hb, now_ms) {
+                    Ok(answer) => {
+                        self.commit(answer.records);
+                        None
+                    }
+                    Err(refusal) => Some(refusal.code),
+                };
+                Some(Msg::HeartbeatAnswer {
+                    broker_epoch,
+                    error,
+                })
             }
             Msg::MetadataFetch { from: offset } => {
                 let start = (offset as usize).min(self.log.len());

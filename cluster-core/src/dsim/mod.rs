@@ -196,6 +196,14 @@ pub(crate) enum Msg {
     Register {
         incarnation: u64,
     },
+    Registered {
+        incarnation: u64,
+        answer: Result<u64, ErrorCode>,
+    },
+    HeartbeatAnswer {
+        broker_epoch: u64,
+        error: Option<ErrorCode>,
+    },
     Heartbeat {
         broker_epoch: u64,
         metadata_offset: u64,
@@ -366,6 +374,20 @@ impl World {
         }
     }
 
+    /// Traces the metadata records committed since the log held `before`.
+    fn note_committed(&mut self, before: usize) {
+        if self.tracing && self.controller.log_len() > before {
+            let lines: Vec<String> = self
+                .controller
+                .records_after(before)
+                .map(|r| format!("controller committed {r:?}"))
+                .collect();
+            for line in lines {
+                self.note(|| line);
+            }
+        }
+    }
+
     fn run(self) -> Outcome {
         self.run_keeping_trace().0
     }
@@ -444,7 +466,9 @@ impl World {
             Event::ControllerTick => {
                 let unclean = self.cfg.weakness == Some(Weakness::UncleanElection);
                 let now = self.now_ms;
+                let before = self.controller.log_len();
                 self.controller.tick(now, unclean);
+                self.note_committed(before);
                 self.at(now + CONTROLLER_TICK_MS, Event::ControllerTick);
             }
             Event::ClientTick => self.client_tick(),
@@ -491,7 +515,12 @@ impl World {
         }
         if to == CONTROLLER {
             let now = self.now_ms;
+            if !matches!(msg, Msg::MetadataFetch { .. } | Msg::Heartbeat { .. }) {
+                self.note(|| format!("controller <- {from}: {msg:?}"));
+            }
+            let before = self.controller.log_len();
             let answer = self.controller.receive(from, msg, now);
+            self.note_committed(before);
             if let Some(a) = answer {
                 self.send(CONTROLLER, from, a);
             }
