@@ -4,9 +4,12 @@ what Jepsen's Kafka analyses look for.
 Events (every one has "t" (seconds), "proc" and "f"):
 - f "send": "type" "invoke" (value, partition), then "ok" (value, partition, offset), "fail"
   (value: the client was told it was not written) or "info" (value: unknown, e.g. a timeout).
-- f "read": "type" "ok", one per record a consumer or the final reader saw (partition,
-  offset, value); f "final": "type" "ok" (partition, high): the final reader read that
-  partition whole, up to its high watermark, after every fault was healed.
+- f "read": "type" "ok", one per record a consumer or the final reader saw (topic,
+  partition, offset, value; the topic "chaos" if absent); f "final": "type" "ok" (topic,
+  partition, high): the final reader read that partition whole, up to its high watermark,
+  after every fault was healed.
+- f "txn": "type" "invoke" (txn, topic, values: what the transaction writes there, and
+  partitions: where each goes), then "ok" (committed), "fail" (aborted) or "info" (unknown).
 - f "commit": "type" "ok" (group, partition, offset, "t0": when the commit was invoked): a
   consumer group committed an offset.
 
@@ -18,6 +21,9 @@ Anomalies (each a count, with the first examples):
 - reorder: one producer's two acknowledged sends to a partition, the second invoked after
   the first was acknowledged, at offsets in the other order;
 - unexpected: a value read that no send invoked;
+- aborted_read: a value of an aborted transaction read (every reader is read_committed);
+- txn_lost: a value of a committed transaction never read, though the final read covered
+  its partition of the output topic;
 - offsets_backwards: a group's committed offset for a partition went down: a commit invoked
   after another was acknowledged named a lower offset. (Commits that overlap in time have no
   order: two members' commits completed by one high watermark advance of the offsets topic
@@ -27,7 +33,8 @@ import json
 from collections import defaultdict
 
 ANOMALIES = ("lost", "duplicate", "inconsistent_offset", "reorder", "unexpected",
-             "offsets_backwards")
+             "aborted_read", "txn_lost", "offsets_backwards")
+INPUT = "chaos"
 
 
 def load(path):
@@ -40,8 +47,9 @@ def check(events, examples=3):
     invoked = {}            # value -> (proc, partition, t)
     acked = {}              # value -> (proc, partition, offset, t_invoke, t_ok)
     failed, unknown = set(), set()
-    at = defaultdict(set)   # (partition, offset) -> values read there
-    where = defaultdict(set)  # value -> (partition, offset) read
+    at = defaultdict(set)   # (topic, partition, offset) -> values read there
+    where = defaultdict(set)  # value -> (topic, partition, offset) read
+    txns = {}               # txn -> ([(value, (topic, partition))], outcome)
     final_partitions = set()
     commits = defaultdict(list)  # (group, partition) -> [(t_invoke, t_ok, offset, proc)]
     found = {a: [] for a in ANOMALIES}
@@ -66,30 +74,50 @@ def check(events, examples=3):
             else:
                 unknown.add(v)
         elif f == "read" and kind == "ok":
-            key = (e["partition"], e["offset"])
+            key = (e.get("topic", INPUT), e["partition"], e["offset"])
             at[key].add(e["value"])
             where[e["value"]].add(key)
         elif f == "final" and kind == "ok":
-            final_partitions.add(e["partition"])
+            final_partitions.add((e.get("topic", INPUT), e["partition"]))
+        elif f == "txn":
+            if kind == "invoke":
+                tps = [(e["topic"], p) for p in e["partitions"]]
+                txns[e["txn"]] = (list(zip(e["values"], tps)), None)
+            elif e["txn"] in txns:
+                txns[e["txn"]] = (txns[e["txn"]][0], kind)
         elif f == "commit" and kind == "ok":
             commits[(e["group"], e["partition"])].append(
                 (e.get("t0", e["t"]), e["t"], e["offset"], e["proc"]))
 
     for key, values in sorted(at.items()):
         if len(values) > 1:
-            anomaly("inconsistent_offset", {"partition": key[0], "offset": key[1],
-                                            "values": sorted(values)})
+            anomaly("inconsistent_offset", {"topic": key[0], "partition": key[1],
+                                            "offset": key[2], "values": sorted(values)})
+    # value -> [(txn, outcome, (topic, partition))]: a value aborted once is written again
+    # by the transaction that processes its input again.
+    written = defaultdict(list)
+    for t, (vs, outcome) in txns.items():
+        for v, tp in vs:
+            written[v].append((t, outcome, tp))
     for v, places in sorted(where.items()):
-        if v not in invoked:
+        if v in written:
+            if all(outcome == "fail" for _, outcome, _ in written[v]):
+                anomaly("aborted_read", {"value": v, "txn": written[v][0][0],
+                                         "read_at": sorted(places)})
+        elif v not in invoked:
             anomaly("unexpected", {"value": v, "read_at": sorted(places)})
         if len(places) > 1:
             anomaly("duplicate", {"value": v, "read_at": sorted(places)})
+    for v, ws in sorted(written.items()):
+        for t, outcome, tp in ws:
+            if outcome == "ok" and not where.get(v) and tp in final_partitions:
+                anomaly("txn_lost", {"value": v, "txn": t, "topic": tp[0], "partition": tp[1]})
     for v, (proc, p, off, _, _) in sorted(acked.items()):
         places = where.get(v)
         if not places:
-            if p in final_partitions:
+            if (INPUT, p) in final_partitions:
                 anomaly("lost", {"value": v, "partition": p, "acked_offset": off})
-        elif (p, off) not in places:
+        elif (INPUT, p, off) not in places:
             anomaly("inconsistent_offset", {"value": v, "acked_at": [p, off],
                                             "read_at": sorted(places)})
     # Per producer and partition: a send invoked after another was acknowledged must land at
@@ -98,7 +126,7 @@ def check(events, examples=3):
     for v, (proc, p, _, t0, t1) in acked.items():
         places = where.get(v)
         if places:
-            by_stream[(proc, p)].append((t0, t1, min(o for _, o in places), v))
+            by_stream[(proc, p)].append((t0, t1, min(o for _, _, o in places), v))
     for (proc, p), sends in sorted(by_stream.items()):
         for first, then in went_down(sends):
             anomaly("reorder", {"producer": proc, "partition": p, "first": first[3],
@@ -114,7 +142,10 @@ def check(events, examples=3):
              "no_outcome": len(set(invoked) - set(acked) - failed - unknown),
              "read_values": len(where),
              "final_partitions": len(final_partitions),
-             "commits": sum(len(c) for c in commits.values())}
+             "commits": sum(len(c) for c in commits.values()),
+             "txns": len(txns),
+             "txns_committed": sum(1 for _, o in txns.values() if o == "ok"),
+             "txns_aborted": sum(1 for _, o in txns.values() if o == "fail")}
     return {"counts": counts, "examples": {k: v for k, v in found.items() if v},
             "stats": stats}
 
@@ -140,7 +171,9 @@ def report(result):
     lines = [f"operations: {s['sends']} sends ({s['acked']} acknowledged, {s['failed']} "
              f"failed, {s['unknown']} unknown, {s['no_outcome']} with no outcome by the end), "
              f"{s['read_values']} values read, "
-             f"{s['commits']} offset commits; final read of {s['final_partitions']} partitions"]
+             f"{s['commits']} offset commits, {s['txns']} transactions "
+             f"({s['txns_committed']} committed, {s['txns_aborted']} aborted); "
+             f"final read of {s['final_partitions']} partitions"]
     for a in ANOMALIES:
         lines.append(f"  {a:<20}{result['counts'][a]:>8}")
     for a, ex in result["examples"].items():

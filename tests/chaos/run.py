@@ -1,6 +1,8 @@
-"""One chaos run (#19): a cluster (`harness`), idempotent acks=all producers and a consumer
-group as the workload, faults on a schedule drawn from a seed, then every fault healed, a
-final read of every partition, and the checker over the history. Writes, under `--out`:
+"""One chaos run (#19): a cluster (`harness`), the workloads (`workloads`: idempotent acks=all
+producers, librdkafka's and the Java client's; a consumer group; a transactional
+read-process-write and a read_committed reader), faults on a schedule drawn from a seed, then
+every fault healed, a final read of every partition, and the checker over the history.
+Writes, under `--out`:
 history.jsonl, report.txt (the checker's counts and examples, the schedule, the seed),
 timeline.svg (faults as bands; acknowledgements per second and their p99 latency).
 
@@ -20,9 +22,8 @@ sys.path.insert(0, HERE)
 import checker  # noqa: E402
 import harness  # noqa: E402
 import timeline  # noqa: E402
-
-TOPIC = "chaos"
-GROUP = "chaos-group"
+import workloads  # noqa: E402
+from workloads import OUT_TOPIC, TOPIC  # noqa: E402
 
 
 class History:
@@ -37,110 +38,35 @@ class History:
             self.events.append(event)
 
 
-def producer(history, proc, bootstrap, partitions, rate, stop):
-    from confluent_kafka import KafkaError, Producer
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                  "linger.ms": 5, "message.timeout.ms": 60000, "request.timeout.ms": 10000,
-                  "retry.backoff.ms": 100})
-
-    def done(err, msg, value=None):
-        if err is None:
-            history({"proc": proc, "f": "send", "type": "ok", "value": value,
-                     "partition": msg.partition(), "offset": msg.offset()})
-        else:
-            # A send that failed after retries may still have been written (librdkafka's
-            # "possibly persisted"): unknown, never counted lost.
-            kind = "fail" if err.code() == KafkaError.MSG_SIZE_TOO_LARGE else "info"
-            history({"proc": proc, "f": "send", "type": kind, "value": value,
-                     "error": err.name()})
-
-    i, start = 0, time.time()
-    while not stop.is_set():
-        if i > (time.time() - start) * rate:
-            time.sleep(0.002)
-            p.poll(0)
-            continue
-        value, part = f"{proc}-{i}", i % partitions
-        history({"proc": proc, "f": "send", "type": "invoke", "value": value, "partition": part})
-        while True:
-            try:
-                p.produce(TOPIC, value=value.encode(), partition=part,
-                          on_delivery=lambda err, msg, v=value: done(err, msg, v))
-                break
-            except BufferError:
-                p.poll(0.05)
-        p.poll(0)
-        i += 1
-    p.flush(90)
-
-
-def consumer(history, proc, bootstrap, stop):
-    from confluent_kafka import Consumer, KafkaException
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
-                  "heartbeat.interval.ms": 1000})
-    c.subscribe([TOPIC])
-    since_commit = 0
-    while not stop.is_set():
-        msgs = c.consume(200, timeout=0.5)
-        for m in msgs:
-            if m.error():
-                continue
-            history({"proc": proc, "f": "read", "type": "ok", "partition": m.partition(),
-                     "offset": m.offset(), "value": m.value().decode()})
-            since_commit += 1
-        if since_commit >= 50 or (msgs == [] and since_commit):
-            t0 = round(time.time() - history.t0, 4)
-            try:
-                for tp in c.commit(asynchronous=False) or []:
-                    if tp.offset >= 0 and not tp.error:
-                        history({"proc": proc, "f": "commit", "type": "ok", "group": GROUP,
-                                 "partition": tp.partition, "offset": tp.offset, "t0": t0})
-                since_commit = 0
-            except KafkaException:
-                pass  # (a rebalance or a coordinator move: the next commit retries)
-    try:
-        c.close()
-    except Exception:  # noqa: BLE001
-        pass
-
-
-def final_read(history, bootstrap, partitions, limit_s=120):
-    """Every partition from its start up to its high watermark; one "final" event each."""
-    from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-final",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    highs = {}
-    deadline = time.time() + limit_s
-    for p in range(partitions):
-        while p not in highs and time.time() < deadline:
-            try:
-                highs[p] = c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=5)[1]
-            except Exception:  # noqa: BLE001
-                time.sleep(0.5)
-    c.assign([TopicPartition(TOPIC, p, 0) for p in highs])
-    at = {p: 0 for p in highs}
-    while time.time() < deadline and any(at[p] < highs[p] for p in highs):
-        for m in c.consume(500, timeout=1):
-            if m.error():
-                continue
-            history({"proc": "final", "f": "read", "type": "ok", "partition": m.partition(),
-                     "offset": m.offset(), "value": m.value().decode()})
-            at[m.partition()] = m.offset() + 1
-    for p in highs:
-        if at[p] >= highs[p]:
-            history({"proc": "final", "f": "final", "type": "ok", "partition": p,
-                     "high": highs[p]})
-    c.close()
-
-
-def create_topic(bootstrap, partitions, replicas):
+def create_topics(bootstrap, partitions, out_partitions, replicas):
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, num_partitions=partitions,
-                                  replication_factor=replicas,
-                                  config={"min.insync.replicas": "2"})],
-                        operation_timeout=30)[TOPIC].result(timeout=60)
+    topics = [NewTopic(TOPIC, num_partitions=partitions, replication_factor=replicas,
+                       config={"min.insync.replicas": "2"})]
+    if out_partitions:
+        topics.append(NewTopic(OUT_TOPIC, num_partitions=out_partitions,
+                               replication_factor=replicas, config={"min.insync.replicas": "2"}))
+    for f in admin.create_topics(topics, operation_timeout=30).values():
+        f.result(timeout=60)
+
+
+def start_workloads(args, history, bootstrap, stop):
+    """The workload threads, started."""
+    def thread(target, *a):
+        return threading.Thread(target=target, args=(history, *a))
+    threads = [thread(workloads.producer, f"p{k}", bootstrap, args.partitions, args.rate, stop)
+               for k in range(args.producers)]
+    java = args.java_producers if workloads.java_available() else 0
+    threads += [thread(workloads.java_producer, f"j{k}", bootstrap, args.partitions, args.rate,
+                       stop) for k in range(java)]
+    threads += [thread(workloads.consumer, f"c{k}", bootstrap, stop) for k in range(2)]
+    if args.out_partitions:
+        threads.append(thread(workloads.processor, "t0", bootstrap, args.out_partitions, stop))
+        threads.append(thread(workloads.committed_reader, "r0", bootstrap, args.out_partitions,
+                              stop))
+    for t in threads:
+        t.start()
+    return threads, java
 
 
 def run(args):
@@ -160,20 +86,14 @@ def run(args):
     for start, kind, d in plan:
         print(f"  at {start:7.2f} s  {kind:<8} for {d:.2f} s", flush=True)
     stop = threading.Event()
-    threads = []
+    threads, java = [], 0
     try:
         cluster.start()
         harness.wait_formed(cluster)
-        create_topic(cluster.bootstrap(), args.partitions, min(3, args.nodes))
+        create_topics(cluster.bootstrap(), args.partitions, args.out_partitions,
+                      min(3, args.nodes))
         history.t0 = time.time()
-        for k in range(args.producers):
-            threads.append(threading.Thread(target=producer, args=(
-                history, f"p{k}", cluster.bootstrap(), args.partitions, args.rate, stop)))
-        for k in range(2):
-            threads.append(threading.Thread(target=consumer, args=(
-                history, f"c{k}", cluster.bootstrap(), stop)))
-        for t in threads:
-            t.start()
+        threads, java = start_workloads(args, history, cluster.bootstrap(), stop)
         step = 0
         for start, kind, d in plan:
             while time.time() - history.t0 < start:
@@ -191,7 +111,9 @@ def run(args):
         for t in threads:
             t.join(timeout=120)
         harness.wait_formed(cluster)
-        final_read(history, cluster.bootstrap(), args.partitions)
+        workloads.final_read(history, cluster.bootstrap(), TOPIC, args.partitions)
+        if args.out_partitions:
+            workloads.final_read(history, cluster.bootstrap(), OUT_TOPIC, args.out_partitions)
     finally:
         stop.set()
         faults.heal()
@@ -202,7 +124,9 @@ def run(args):
     result = checker.check(history.events)
     counts = {k: sum(1 for e in history.events if e.get("f") == "fault" and
                      e.get("type") == "start" and e.get("fault") == k) for k in kinds}
-    text = (f"seed {args.seed}, {args.nodes} nodes, {args.seconds} s, {where}\n"
+    text = (f"seed {args.seed}, {args.nodes} nodes, {args.seconds} s, {where}; workloads: "
+            f"{args.producers} librdkafka + {java} Java idempotent producers, 2 group "
+            f"consumers, {'a transactional processor and a read_committed reader' if args.out_partitions else 'no transactions'}\n"
             f"faults injected: {json.dumps(counts)}\n" + checker.report(result))
     with open(os.path.join(out, "report.txt"), "w") as f:
         f.write(text + "\n")
@@ -218,7 +142,11 @@ def main(argv=None):
     a.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     a.add_argument("--faults", default=",".join(harness.FAULTS))
     a.add_argument("--partitions", type=int, default=4)
-    a.add_argument("--producers", type=int, default=2)
+    a.add_argument("--producers", type=int, default=2, help="librdkafka producers")
+    a.add_argument("--java-producers", type=int, default=1,
+                   help="Java client producers (when java and $STRAND_JAVA_LIBS are there)")
+    a.add_argument("--out-partitions", type=int, default=2,
+                   help="the transactional workload's output topic (0: no transactions)")
     a.add_argument("--rate", type=float, default=100, help="records per second per producer")
     a.add_argument("--out", default="target/chaos")
     a.add_argument("--loopback", action="store_true", help="no namespaces: process faults only")

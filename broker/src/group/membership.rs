@@ -156,7 +156,10 @@ impl Coordinator {
             (None, false) => j.client_id.as_str(),
             (None, true) => "member",
         };
-        format!("{prefix}-{:016x}", self.next_member)
+        let id = self
+            .member_id_salt
+            .wrapping_add(u128::from(self.next_member));
+        format!("{prefix}-{}", uuid::Uuid::from_u128(id))
     }
 
     /// A ticket for a join that may park, the initial delay, and the group (created empty).

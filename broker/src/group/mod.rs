@@ -178,6 +178,12 @@ pub struct Coordinator {
     pub initial_rebalance_delay_ms: i64,
     /// `group.max.size`: members a group may have; `None` = no limit.
     pub max_members: Option<usize>,
+    /// Random, drawn by the driver when it starts coordinating: member ids are this plus a
+    /// counter, so they never repeat across coordinators. (With a bare counter, a new
+    /// coordinator after a failover handed out the ids the old one had: one consumer's new
+    /// id was another's old one, both were taken for the same member, and each owned every
+    /// partition — found by the chaos harness, #19. Kafka uses a random UUID.)
+    pub member_id_salt: u128,
     next_ticket: Ticket,
     next_member: u64,
 }

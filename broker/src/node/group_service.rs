@@ -754,6 +754,7 @@ impl Node {
             .borrow_mut()
             .coordinator
             .initial_rebalance_delay_ms = self.config().group_initial_rebalance_delay_ms;
+        self.groups.borrow_mut().coordinator.member_id_salt = uuid::Uuid::new_v4().as_u128();
         self.groups.borrow_mut().coordinator.max_members =
             usize::try_from(self.config().group_max_size).ok();
         let me = Rc::clone(self);

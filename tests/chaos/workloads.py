@@ -1,0 +1,274 @@
+"""The chaos run's workloads (#19), each a thread writing events to the history:
+
+- `producer`: an idempotent acks=all librdkafka producer of unique values ("p0-17");
+- `java_producer`: the same with Apache Kafka's Java client (ChaosProducer.java, run as a
+  single-file program from the jars in $STRAND_JAVA_LIBS);
+- `consumer`: a member of a consumer group over the input topic, committing offsets;
+- `processor`: transactional read-process-write (KIP-98/447): consumes the input topic in
+  group `TXN_GROUP` (read_committed), writes "x-<value>" to the output topic and the offsets
+  in one transaction; every fifth transaction is aborted on purpose;
+- `committed_reader`: a read_committed reader of the output topic (never to see an aborted
+  value);
+- `final_read`: every partition of a topic from its start to its high watermark, once every
+  fault healed.
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOPIC = "chaos"
+OUT_TOPIC = "chaos-out"
+GROUP = "chaos-group"
+TXN_GROUP = "chaos-txn"
+JAVA_LIBS = os.environ.get("STRAND_JAVA_LIBS",
+                           os.path.join(HERE, "..", "..", "target", "kafka-libs"))
+
+
+def producer(history, proc, bootstrap, partitions, rate, stop):
+    from confluent_kafka import KafkaError, Producer
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 5, "message.timeout.ms": 60000, "request.timeout.ms": 10000,
+                  "retry.backoff.ms": 100})
+
+    def done(err, msg, value=None):
+        if err is None:
+            history({"proc": proc, "f": "send", "type": "ok", "value": value,
+                     "partition": msg.partition(), "offset": msg.offset()})
+        else:
+            # A send that failed after retries may still have been written (librdkafka's
+            # "possibly persisted"): unknown, never counted lost.
+            kind = "fail" if err.code() == KafkaError.MSG_SIZE_TOO_LARGE else "info"
+            history({"proc": proc, "f": "send", "type": kind, "value": value,
+                     "error": err.name()})
+
+    i, start = 0, time.time()
+    while not stop.is_set():
+        if i > (time.time() - start) * rate:
+            time.sleep(0.002)
+            p.poll(0)
+            continue
+        value, part = f"{proc}-{i}", i % partitions
+        history({"proc": proc, "f": "send", "type": "invoke", "value": value, "partition": part})
+        while True:
+            try:
+                p.produce(TOPIC, value=value.encode(), partition=part,
+                          on_delivery=lambda err, msg, v=value: done(err, msg, v))
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+        i += 1
+    p.flush(90)
+
+
+def java_available():
+    return bool(shutil.which("java") and glob.glob(os.path.join(JAVA_LIBS, "kafka-clients-*.jar")))
+
+
+def java_producer(history, proc, bootstrap, partitions, rate, stop):
+    """ChaosProducer.java in a JVM of its own; its JSON lines go to the history as they are
+    (their "t" is the JVM's, on the history's clock)."""
+    cmd = ["java", "-Xmx256m", "-cp", os.path.join(JAVA_LIBS, "*"),
+           os.path.join(HERE, "ChaosProducer.java"), bootstrap, TOPIC, str(partitions),
+           str(rate), proc, str(int(history.t0 * 1000))]
+    jvm = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+
+    def closer():
+        stop.wait()
+        try:
+            jvm.stdin.close()
+        except OSError:
+            pass
+
+    threading.Thread(target=closer, daemon=True).start()
+    for line in jvm.stdout:
+        try:
+            history(json.loads(line))
+        except ValueError:
+            pass
+    try:
+        jvm.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        jvm.kill()
+
+
+def consumer(history, proc, bootstrap, stop):
+    from confluent_kafka import Consumer, KafkaException
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+                  "heartbeat.interval.ms": 1000})
+    c.subscribe([TOPIC])
+    since_commit = 0
+    while not stop.is_set():
+        msgs = c.consume(200, timeout=0.5)
+        for m in msgs:
+            if m.error():
+                continue
+            history({"proc": proc, "f": "read", "type": "ok", "topic": TOPIC,
+                     "partition": m.partition(), "offset": m.offset(),
+                     "value": m.value().decode()})
+            since_commit += 1
+        if since_commit >= 50 or (msgs == [] and since_commit):
+            t0 = round(time.time() - history.t0, 4)
+            try:
+                for tp in c.commit(asynchronous=False) or []:
+                    if tp.offset >= 0 and not tp.error:
+                        history({"proc": proc, "f": "commit", "type": "ok", "group": GROUP,
+                                 "partition": tp.partition, "offset": tp.offset, "t0": t0})
+                since_commit = 0
+            except KafkaException:
+                pass  # (a rebalance or a coordinator move: the next commit retries)
+    try:
+        c.close()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _rewind(c):
+    """After an aborted transaction: back to the group's committed offsets (what the
+    aborted transaction read is processed again)."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    assigned = c.assignment()
+    if not assigned:
+        return
+    for tp in c.committed(assigned, timeout=10):
+        off = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+        c.seek(TopicPartition(tp.topic, tp.partition, off))
+
+
+def _transactional(bootstrap, proc, stop):
+    from confluent_kafka import KafkaException, Producer
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"chaos-{proc}",
+                  "transaction.timeout.ms": 30000, "message.timeout.ms": 30000,
+                  "linger.ms": 5})
+    while not stop.is_set():
+        try:
+            p.init_transactions(30)
+            return p
+        except KafkaException as e:
+            if e.args[0].fatal():
+                p = Producer({"bootstrap.servers": bootstrap,
+                              "transactional.id": f"chaos-{proc}",
+                              "transaction.timeout.ms": 30000, "message.timeout.ms": 30000,
+                              "linger.ms": 5})
+            time.sleep(0.5)
+    return None
+
+
+def processor(history, proc, bootstrap, out_partitions, stop):
+    """Read-process-write with transactions; history events f "txn": invoke (txn, values),
+    then ok (committed), fail (aborted: its values must never be read under
+    read_committed) or info (unknown)."""
+    from confluent_kafka import Consumer, KafkaException
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": TXN_GROUP,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed", "session.timeout.ms": 10000,
+                  "heartbeat.interval.ms": 1000})
+    c.subscribe([TOPIC])
+    p = _transactional(bootstrap, proc, stop)
+    n = 0
+    while p is not None and not stop.is_set():
+        msgs = [m for m in c.consume(100, timeout=0.5) if not m.error()]
+        if not msgs:
+            continue
+        n += 1
+        txn = f"{proc}-t{n}"
+        outs = [f"x-{m.value().decode()}" for m in msgs]
+        on_purpose = n % 5 == 0
+        parts = [m.partition() % out_partitions for m in msgs]
+        history({"proc": proc, "f": "txn", "type": "invoke", "txn": txn, "topic": OUT_TOPIC,
+                 "values": outs, "partitions": parts})
+        outcome = "info"
+        try:
+            p.begin_transaction()
+            for v, part in zip(outs, parts):
+                p.produce(OUT_TOPIC, value=v.encode(), partition=part)
+            if on_purpose:
+                p.abort_transaction(30)
+                outcome = "fail"
+            else:
+                at = [tp for tp in c.position(c.assignment()) if tp.offset >= 0]
+                p.send_offsets_to_transaction(at, c.consumer_group_metadata(), 30)
+                p.commit_transaction(30)
+                outcome = "ok"
+        except KafkaException as e:
+            err = e.args[0]
+            if err.txn_requires_abort():
+                try:
+                    p.abort_transaction(30)
+                    outcome = "fail"
+                except KafkaException:
+                    pass
+            if err.fatal() or outcome == "info":
+                # Unknown outcome: a new producer (the same transactional.id fences the old
+                # one and aborts whatever it left open).
+                p = _transactional(bootstrap, proc, stop)
+        history({"proc": proc, "f": "txn", "type": outcome, "txn": txn,
+                 **({"why": "aborted on purpose"} if on_purpose else {})})
+        if outcome != "ok":
+            try:
+                _rewind(c)
+            except KafkaException:
+                pass
+    try:
+        c.close()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def committed_reader(history, proc, bootstrap, partitions, stop):
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-out-reader",
+                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    c.assign([TopicPartition(OUT_TOPIC, p, 0) for p in range(partitions)])
+    while not stop.is_set():
+        for m in c.consume(200, timeout=0.5):
+            if not m.error():
+                history({"proc": proc, "f": "read", "type": "ok", "topic": OUT_TOPIC,
+                         "partition": m.partition(), "offset": m.offset(),
+                         "value": m.value().decode()})
+    c.close()
+
+
+def final_read(history, bootstrap, topic, partitions, limit_s=120):
+    """Every partition from its start up to its high watermark (read_committed: up to the
+    last stable offset, which open transactions hold back until they end or time out); one
+    "final" event each."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-final",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed"})
+    highs = {}
+    deadline = time.time() + limit_s
+    for p in range(partitions):
+        while p not in highs and time.time() < deadline:
+            try:
+                highs[p] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+            except Exception:  # noqa: BLE001
+                time.sleep(0.5)
+    c.assign([TopicPartition(topic, p, 0) for p in highs])
+    at = {p: 0 for p in highs}
+    while time.time() < deadline and any(at[p] < highs[p] for p in highs):
+        for m in c.consume(500, timeout=1):
+            if m.error():
+                continue
+            history({"proc": "final", "f": "read", "type": "ok", "topic": topic,
+                     "partition": m.partition(), "offset": m.offset(),
+                     "value": m.value().decode()})
+            at[m.partition()] = m.offset() + 1
+        # Past the last record, a read_committed position may stop short of the high
+        # watermark by control records only: the position says how far it got.
+        for tp in c.position([TopicPartition(topic, p) for p in highs]):
+            if tp.offset >= 0:
+                at[tp.partition] = max(at[tp.partition], tp.offset)
+    for p in highs:
+        if at[p] >= highs[p]:
+            history({"proc": "final", "f": "final", "type": "ok", "topic": topic,
+                     "partition": p, "high": highs[p]})
+    c.close()
