@@ -2,7 +2,9 @@
 // own client) appending unique values at a steady rate, round robin over the partitions.
 // Run as a single-file program (java -cp 'kafka-libs/*' ChaosProducer.java ...): no build.
 //
-//   ChaosProducer <bootstrap> <topic> <partitions> <rate/s> <proc> <t0 epoch ms>
+//   ChaosProducer <bootstrap> <topic> <partitions> <rate/s> <proc> <t0 epoch ms> [acks]
+//
+// acks other than "all" (a deliberately weakened setting) turns idempotence off too.
 //
 // Prints one JSON line per history event on stdout ("t" in seconds since t0, the harness's
 // clock): send invoke / ok (partition, offset) / info (an error after retries: maybe
@@ -34,10 +36,11 @@ public class ChaosProducer {
         int partitions = Integer.parseInt(args[2]);
         double rate = Double.parseDouble(args[3]);
         t0 = Long.parseLong(args[5]);
+        String acks = args.length > 6 ? args[6] : "all";
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
-        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, String.valueOf(acks.equals("all")));
+        p.put(ProducerConfig.ACKS_CONFIG, acks);
         p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
         p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");

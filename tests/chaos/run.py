@@ -54,11 +54,11 @@ def start_workloads(args, history, bootstrap, stop):
     """The workload threads, started."""
     def thread(target, *a):
         return threading.Thread(target=target, args=(history, *a))
-    threads = [thread(workloads.producer, f"p{k}", bootstrap, args.partitions, args.rate, stop)
-               for k in range(args.producers)]
+    threads = [thread(workloads.producer, f"p{k}", bootstrap, args.partitions, args.rate, stop,
+                      args.acks) for k in range(args.producers)]
     java = args.java_producers if workloads.java_available() else 0
     threads += [thread(workloads.java_producer, f"j{k}", bootstrap, args.partitions, args.rate,
-                       stop) for k in range(java)]
+                       stop, args.acks) for k in range(java)]
     threads += [thread(workloads.consumer, f"c{k}", bootstrap, stop) for k in range(2)]
     if args.out_partitions:
         threads.append(thread(workloads.processor, "t0", bootstrap, args.out_partitions, stop))
@@ -125,7 +125,7 @@ def run(args):
     counts = {k: sum(1 for e in history.events if e.get("f") == "fault" and
                      e.get("type") == "start" and e.get("fault") == k) for k in kinds}
     text = (f"seed {args.seed}, {args.nodes} nodes, {args.seconds} s, {where}; workloads: "
-            f"{args.producers} librdkafka + {java} Java idempotent producers, 2 group "
+            f"{args.producers} librdkafka + {java} Java producers (acks={args.acks}), 2 group "
             f"consumers, {'a transactional processor and a read_committed reader' if args.out_partitions else 'no transactions'}\n"
             f"faults injected: {json.dumps(counts)}\n" + checker.report(result))
     with open(os.path.join(out, "report.txt"), "w") as f:
@@ -145,6 +145,9 @@ def main(argv=None):
     a.add_argument("--producers", type=int, default=2, help="librdkafka producers")
     a.add_argument("--java-producers", type=int, default=1,
                    help="Java client producers (when java and $STRAND_JAVA_LIBS are there)")
+    a.add_argument("--acks", default="all", choices=("all", "1", "0"),
+                   help="the producers' acks (1 or 0: a deliberately weakened setting, to show "
+                        "the checker finding lost writes)")
     a.add_argument("--out-partitions", type=int, default=2,
                    help="the transactional workload's output topic (0: no transactions)")
     a.add_argument("--rate", type=float, default=100, help="records per second per producer")

@@ -29,9 +29,12 @@ JAVA_LIBS = os.environ.get("STRAND_JAVA_LIBS",
                            os.path.join(HERE, "..", "..", "target", "kafka-libs"))
 
 
-def producer(history, proc, bootstrap, partitions, rate, stop):
+def producer(history, proc, bootstrap, partitions, rate, stop, acks="all"):
+    """`acks` other than "all" (a deliberately weakened setting, `run.py --acks 1`) turns
+    idempotence off too (it requires acks=all)."""
     from confluent_kafka import KafkaError, Producer
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": acks == "all",
+                  "acks": acks,
                   "linger.ms": 5, "message.timeout.ms": 60000, "request.timeout.ms": 10000,
                   "retry.backoff.ms": 100})
 
@@ -70,12 +73,12 @@ def java_available():
     return bool(shutil.which("java") and glob.glob(os.path.join(JAVA_LIBS, "kafka-clients-*.jar")))
 
 
-def java_producer(history, proc, bootstrap, partitions, rate, stop):
+def java_producer(history, proc, bootstrap, partitions, rate, stop, acks="all"):
     """ChaosProducer.java in a JVM of its own; its JSON lines go to the history as they are
     (their "t" is the JVM's, on the history's clock)."""
     cmd = ["java", "-Xmx256m", "-cp", os.path.join(JAVA_LIBS, "*"),
            os.path.join(HERE, "ChaosProducer.java"), bootstrap, TOPIC, str(partitions),
-           str(rate), proc, str(int(history.t0 * 1000))]
+           str(rate), proc, str(int(history.t0 * 1000)), acks]
     jvm = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, text=True)
 
