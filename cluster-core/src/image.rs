@@ -112,6 +112,13 @@ impl Image {
         self.applied_offset = offset;
         let applied = match record {
             MetadataRecord::RegisterBroker(r) => {
+                let restarted = self
+                    .brokers
+                    .get(&r.node_id)
+                    .is_some_and(|b| b.registration.incarnation != r.incarnation);
+                if restarted {
+                    self.drop_leaderships(r.node_id);
+                }
                 self.brokers.insert(
                     r.node_id,
                     BrokerState {
@@ -207,6 +214,26 @@ impl Image {
         };
         self.check_invariants();
         applied
+    }
+
+    /// A new incarnation of `node` registered: it leads nothing its predecessor led. Every
+    /// partition it still leads becomes leaderless at a new leader epoch (and partition
+    /// epoch), whatever else is in flight: the controller's fence of the old incarnation
+    /// may have been rejected (computed from a state another change had moved on), and a
+    /// new process leading its predecessor's epoch could write records at offsets where
+    /// followers hold that epoch's lost tail — the same (epoch, offset) with two records,
+    /// which epoch-based truncation cannot tell apart (found by the deterministic
+    /// simulation, #19). Unfencing it, or the controller's repair, elects a leader again.
+    fn drop_leaderships(&mut self, node: NodeId) {
+        for t in self.topics.values_mut() {
+            for p in t.partitions.values_mut() {
+                if p.leader == node {
+                    p.leader = NO_LEADER;
+                    p.leader_epoch += 1;
+                    p.partition_epoch += 1;
+                }
+            }
+        }
     }
 
     /// Applies `record` at `offset` as one record of a committed entry: as [`Image::apply`],

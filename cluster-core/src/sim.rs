@@ -525,6 +525,46 @@ fn a_change_computed_from_a_stale_partition_epoch_is_rejected_everywhere() {
 }
 
 #[test]
+fn a_restarted_leader_never_leads_its_predecessors_epoch() {
+    // Found by the deterministic simulation (#19, dsim seed 287 of session 29): the fence of
+    // the old incarnation, computed from a state another change in flight had moved on, was
+    // rejected; the new process registered, found itself leader at the old epoch, and led it
+    // again — with followers possibly holding that epoch's lost tail at the same offsets.
+    let mut s = Sim::started(3);
+    s.create("t", 1, 3).unwrap();
+    let before = s.image().partition("t", 0).unwrap().clone();
+    let leader = before.leader;
+    let other = if leader == 1 { 2 } else { 1 };
+    // Both the leader and another node stop heartbeating; their sessions expire before the
+    // controller's next tick.
+    s.alive.remove(&leader);
+    s.alive.remove(&other);
+    s.now_ms += SESSION_MS + 1;
+    // The leader's restart registers (with a fence of the old incarnation, computed now)...
+    let restart = s
+        .controller
+        .register(&s.images[0], &reg(leader, 77), s.now_ms)
+        .unwrap();
+    // ...and the tick fences the other node, from the same state; that commits first.
+    let fence_other = s.controller.tick(&s.images[0], s.now_ms);
+    assert!(!fence_other.is_empty());
+    s.commit(fence_other);
+    let outcomes = s.commit(restart);
+    assert!(
+        outcomes
+            .iter()
+            .any(|o| matches!(o, Applied::Rejected(ErrorCode::InvalidUpdateVersion, _))),
+        "the fence's change is stale: {outcomes:?}"
+    );
+    let after = s.image().partition("t", 0).unwrap().clone();
+    assert_ne!(
+        after.leader, leader,
+        "the new incarnation does not inherit the lead"
+    );
+    assert!(after.leader_epoch > before.leader_epoch);
+}
+
+#[test]
 fn producer_id_blocks_are_disjoint() {
     let mut s = Sim::new(1);
     s.start(1, 1).unwrap();

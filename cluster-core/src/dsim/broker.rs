@@ -23,7 +23,6 @@ use crate::replication::{Effect, PartitionLeader};
 pub(crate) struct Disk {
     pub(crate) records: Vec<(i32, u64)>,
     pub(crate) written: i64,
-    hw_checkpoint: i64,
     cache: EpochCache,
 }
 
@@ -59,16 +58,37 @@ pub(crate) struct Lead {
     to_propose: Option<Vec<NodeId>>,
     asked_ms: Option<u64>,
     /// Fetches with nothing to return yet, held until records or a new high watermark come
-    /// or `FETCH_WAIT_MS` passes (Kafka's `replica.fetch.wait.max.ms`): (follower, epoch,
-    /// offset, the high watermark then, since).
-    parked: Vec<(NodeId, i32, i64, i64, u64)>,
+    /// or `FETCH_WAIT_MS` passes (Kafka's `replica.fetch.wait.max.ms`).
+    parked: Vec<Parked>,
+}
+
+struct Parked {
+    from: NodeId,
+    id: u64,
+    leader_epoch: i32,
+    offset: i64,
+    /// The high watermark when it was parked.
+    hw: i64,
+    since_ms: u64,
+}
+
+impl Parked {
+    fn answer(&self, answer: Result<FetchData, ErrorCode>) -> Out {
+        let msg = Msg::FetchAnswer {
+            id: self.id,
+            leader_epoch: self.leader_epoch,
+            offset: self.offset,
+            answer,
+        };
+        Out::Send { to: self.from, msg }
+    }
 }
 
 pub(crate) struct Follow {
     leader: NodeId,
     epoch: i32,
-    /// A fetch in flight: (its offset, when it was sent).
-    in_flight: Option<(i64, u64)>,
+    /// A fetch in flight: (its offset, when it was sent, its id).
+    in_flight: Option<(i64, u64, u64)>,
 }
 
 pub(crate) enum Role {
@@ -97,6 +117,8 @@ pub(crate) struct Broker {
     weakness: Option<Weakness>,
     /// Truncations this node's log went through (all incarnations).
     pub(crate) truncations: u64,
+    /// Replica fetches sent (their ids; all incarnations, so ids never repeat).
+    fetches: u64,
 }
 
 impl Broker {
@@ -118,6 +140,7 @@ impl Broker {
             min_insync_replicas,
             weakness,
             truncations: 0,
+            fetches: 0,
         }
     }
 
@@ -143,9 +166,10 @@ impl Broker {
     pub(crate) fn restart(&mut self) {
         let mut b = Broker::new(self.id, self.min_insync_replicas, self.weakness);
         b.incarnation = self.incarnation + 1;
-        b.hw = self.disk.hw_checkpoint.min(self.disk.len());
+        // (The real broker keeps no follower high watermark across a restart: 0.)
         b.disk = std::mem::take(&mut self.disk);
         b.truncations = self.truncations;
+        b.fetches = self.fetches;
         *self = b;
     }
 
@@ -231,6 +255,7 @@ impl Broker {
                 error,
             } => self.alter_answered(leader_epoch, partition_epoch, error, now_ms, &mut out),
             Msg::Fetch {
+                id,
                 leader_epoch,
                 offset,
                 last_epoch,
@@ -241,10 +266,18 @@ impl Broker {
                     matches!(&answer, Ok(FetchData::Records { records, .. }) if records.is_empty());
                 match &mut self.role {
                     Role::Leader(l) if empty => {
-                        l.parked.push((from, leader_epoch, offset, self.hw, now_ms));
+                        l.parked.push(Parked {
+                            from,
+                            id,
+                            leader_epoch,
+                            offset,
+                            hw: self.hw,
+                            since_ms: now_ms,
+                        });
                     }
                     _ => {
                         let msg = Msg::FetchAnswer {
+                            id,
                             leader_epoch,
                             offset,
                             answer,
@@ -253,11 +286,7 @@ impl Broker {
                     }
                 }
             }
-            Msg::FetchAnswer {
-                leader_epoch,
-                offset,
-                answer,
-            } => self.fetched(leader_epoch, offset, answer, now_ms, &mut out),
+            Msg::FetchAnswer { id, answer, .. } => self.fetched(id, answer, now_ms, &mut out),
             Msg::Produce { token, value } => self.produce(from, token, value, now_ms, &mut out),
             _ => {}
         }
@@ -272,29 +301,22 @@ impl Broker {
             return;
         };
         let (len, hw) = (self.disk.len(), self.hw);
-        let ready = |&(_, _, offset, seen_hw, since): &(NodeId, i32, i64, i64, u64)| {
-            offset < len || seen_hw != hw || now_ms >= since + FETCH_WAIT_MS
-        };
+        let ready =
+            |p: &Parked| p.offset < len || p.hw != hw || now_ms >= p.since_ms + FETCH_WAIT_MS;
         let (go, stay): (Vec<_>, Vec<_>) = l.parked.drain(..).partition(ready);
         l.parked = stay;
-        for (from, leader_epoch, offset, _, _) in go {
-            let end = (offset as usize + MAX_FETCH_RECORDS).min(len as usize);
+        for p in go {
+            let end = (p.offset as usize + MAX_FETCH_RECORDS).min(len as usize);
             let records = self
                 .disk
                 .records
-                .get(offset as usize..end)
+                .get(p.offset as usize..end)
                 .unwrap_or(&[])
                 .to_vec();
-            let answer = Ok(FetchData::Records {
+            out.push(p.answer(Ok(FetchData::Records {
                 records,
                 high_watermark: hw,
-            });
-            let msg = Msg::FetchAnswer {
-                leader_epoch,
-                offset,
-                answer,
-            };
-            out.push(Out::Send { to: from, msg });
+            })));
         }
     }
 
@@ -302,7 +324,6 @@ impl Broker {
     pub(crate) fn written(&mut self, upto: i64, now_ms: u64) -> Vec<Out> {
         let mut out = Vec::new();
         self.disk.written = self.disk.written.max(upto.min(self.disk.len()));
-        self.disk.hw_checkpoint = self.hw.min(self.disk.len());
         match &mut self.role {
             Role::Leader(l) if self.weakness != Some(Weakness::AckUnwritten) => {
                 let effects = l.core.written(self.disk.written);
@@ -432,6 +453,9 @@ impl Broker {
                     to: super::CLIENT,
                     msg,
                 });
+            }
+            for p in l.parked {
+                out.push(p.answer(Err(ErrorCode::NotLeaderOrFollower)));
             }
         }
     }
@@ -568,7 +592,7 @@ impl Broker {
         };
         let lost = f
             .in_flight
-            .is_some_and(|(_, sent)| now_ms >= sent + FETCH_TIMEOUT_MS);
+            .is_some_and(|(_, sent, _)| now_ms >= sent + FETCH_TIMEOUT_MS);
         let unwritten = self.disk.written < self.disk.len();
         if (f.in_flight.is_some() && !lost && !answered)
             || (unwritten && self.weakness != Some(Weakness::AckUnwritten))
@@ -576,8 +600,11 @@ impl Broker {
             return;
         }
         let offset = self.disk.len();
-        f.in_flight = Some((offset, now_ms));
+        self.fetches += 1;
+        let id = self.fetches;
+        f.in_flight = Some((offset, now_ms, id));
         let msg = Msg::Fetch {
+            id,
             leader_epoch: f.epoch,
             offset,
             last_epoch: self.disk.last_epoch(),
@@ -587,8 +614,7 @@ impl Broker {
 
     fn fetched(
         &mut self,
-        leader_epoch: i32,
-        offset: i64,
+        id: u64,
         answer: Result<FetchData, ErrorCode>,
         now_ms: u64,
         out: &mut Vec<Out>,
@@ -596,8 +622,10 @@ impl Broker {
         let Role::Follower(f) = &mut self.role else {
             return;
         };
-        let current = f.epoch == leader_epoch && f.in_flight.is_some_and(|(o, _)| o == offset);
-        if !current || self.disk.len() != offset {
+        let Some((offset, _, asked)) = f.in_flight else {
+            return;
+        };
+        if asked != id || self.disk.len() != offset {
             return;
         }
         f.in_flight = None;
@@ -631,10 +659,10 @@ impl Broker {
                     out.push(Out::WriteOut {
                         upto: self.disk.len(),
                     });
-                    if self.weakness == Some(Weakness::AckUnwritten) {
-                        self.fetch(now_ms, true, out);
-                    }
                 }
+                // Fetch on at once (the leader holds a fetch with nothing to return), unless
+                // an append still has to be written out first.
+                self.fetch(now_ms, true, out);
             }
         }
     }

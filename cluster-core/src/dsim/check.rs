@@ -3,8 +3,12 @@
 //! - **No acknowledged record lost**: a record the client was told is written (offset,
 //!   value, epoch) is held at that offset by every leader of that epoch or a later one — when
 //!   it takes the lead, and when the acknowledgement arrives.
-//! - **A leader's high watermark never goes back** during its leadership.
-//! - **At most one leader per epoch**: no two nodes ever lead the same leader epoch.
+//! - **A leader's high watermark never goes back** during its leadership (its core only
+//!   raises it; this guards the driver).
+//! - **The committed ISR holds what is committed**: every member (up or down) has written
+//!   everything below the current leader's high watermark.
+//! - **At most one leader per epoch**: no two processes (a node's incarnations count apart)
+//!   ever lead the same leader epoch.
 //! - **Replicas agree below the high watermark**: one history of committed offsets; whatever
 //!   any replica holds below its high watermark matches it (what consumers read never
 //!   changes).
@@ -19,8 +23,8 @@ use crate::image::Image;
 use crate::records::NodeId;
 
 pub(crate) struct Checker {
-    /// Leader epoch -> the node that led it.
-    leaders: BTreeMap<i32, NodeId>,
+    /// Leader epoch -> the process (node, incarnation) that led it.
+    leaders: BTreeMap<i32, (NodeId, u64)>,
     /// Leaderships seen: (node, incarnation, epoch) -> the highest high watermark it had.
     leaderships: BTreeMap<(NodeId, u64, i32), i64>,
     /// Offset -> (epoch, value): the committed history, as first seen below a high watermark.
@@ -46,7 +50,7 @@ impl Checker {
         self.leaderships.len() as u64
     }
 
-    pub(crate) fn after_event(&mut self, brokers: &[Broker], _image: &Image) -> Result<(), String> {
+    pub(crate) fn after_event(&mut self, brokers: &[Broker], image: &Image) -> Result<(), String> {
         for (i, b) in brokers.iter().enumerate() {
             if !b.up {
                 continue;
@@ -56,11 +60,13 @@ impl Checker {
                 let hw = l.core.high_watermark();
                 match self.leaderships.get(&key) {
                     None => {
-                        if let Some(other) = self.leaders.insert(l.epoch, b.id) {
-                            if other != b.id {
+                        let me = (b.id, b.incarnation);
+                        if let Some(other) = self.leaders.insert(l.epoch, me) {
+                            if other != me {
                                 return Err(format!(
-                                    "two leaders of epoch {}: nodes {other} and {}",
-                                    l.epoch, b.id
+                                    "two leaders of epoch {}: (node, incarnation) {other:?} \
+                                     and {me:?}",
+                                    l.epoch
                                 ));
                             }
                         }
@@ -83,6 +89,44 @@ impl Checker {
                 }
             }
             self.agree(i, b)?;
+        }
+        self.isr_holds_committed(brokers, image)
+    }
+
+    /// Every member of the committed ISR (up or down) holds, written, everything below the
+    /// current leader's high watermark — what a new leader would have to serve.
+    fn isr_holds_committed(&self, brokers: &[Broker], image: &Image) -> Result<(), String> {
+        let Some(p) = image.partition(TOPIC, 0) else {
+            return Ok(());
+        };
+        let leader = brokers.iter().find(|b| {
+            b.up && b.id == p.leader && b.leading().is_some_and(|l| l.epoch == p.leader_epoch)
+        });
+        let Some(hw) = leader.map(|b| b.hw) else {
+            return Ok(());
+        };
+        if hw == 0 {
+            return Ok(());
+        }
+        let last = self.committed.get(hw as usize - 1).copied();
+        for &m in &p.isr {
+            let Some(b) = brokers.get(m as usize - 1) else {
+                continue;
+            };
+            let d = &b.disk;
+            if d.written < hw || d.records.get(hw as usize - 1).copied() != last {
+                return Err(format!(
+                    "ISR member {m} (ISR {:?}, epoch {}) lacks committed offsets: the leader's \
+                     high watermark is {hw}, node {m} has written {} of {} records (offset {} \
+                     holds {:?}, committed {last:?})",
+                    p.isr,
+                    p.leader_epoch,
+                    d.written,
+                    d.len(),
+                    hw - 1,
+                    d.records.get(hw as usize - 1)
+                ));
+            }
         }
         Ok(())
     }
@@ -164,7 +208,7 @@ impl Checker {
             }
         }
         for b in brokers.iter().filter(|b| b.up) {
-            if let Some(l) = b.leading().filter(|l| l.epoch > epoch) {
+            if let Some(l) = b.leading().filter(|l| l.epoch >= epoch) {
                 let held = b.disk.records.get(offset as usize).map(|r| r.1);
                 if held != Some(value) {
                     return Err(format!(

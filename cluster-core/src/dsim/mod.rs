@@ -61,6 +61,7 @@ pub(crate) const FETCH_TIMEOUT_MS: u64 = 400;
 pub(crate) const PRODUCE_TIMEOUT_MS: u64 = 2_000;
 pub(crate) const PRODUCE_EVERY_MS: u64 = 20;
 pub(crate) const PRODUCE_IN_FLIGHT: usize = 4;
+pub(crate) const CLIENT_METADATA_MS: u64 = 1_000;
 pub(crate) const MAX_FETCH_RECORDS: usize = 16;
 pub(crate) const TOPIC: &str = "t";
 /// Lines of trace kept for a failing seed's report.
@@ -177,9 +178,20 @@ pub struct Outcome {
 /// to report what led to it.
 pub fn run(seed: u64, cfg: &SimConfig) -> Outcome {
     let first = World::new(seed, cfg.clone(), false).run();
-    match first.violation {
-        Some(_) => World::new(seed, cfg.clone(), true).run(),
-        None => first,
+    let Some(v) = &first.violation else {
+        return first;
+    };
+    let traced = World::new(seed, cfg.clone(), true).run();
+    match &traced.violation {
+        Some(t) if t.what == v.what && t.event == v.event => traced,
+        // A rerun that differs is a determinism bug of its own: keep the first finding.
+        _ => Outcome {
+            violation: Some(Violation {
+                what: format!("{} (NOT reproduced by the traced rerun)", v.what),
+                ..v.clone()
+            }),
+            ..first
+        },
     }
 }
 
@@ -221,12 +233,16 @@ pub(crate) enum Msg {
         partition_epoch: i32,
         error: Option<ErrorCode>,
     },
+    /// A replica fetch; `id` pairs it with its answer, as the RPC layer does (a late answer
+    /// to an earlier, identical-looking fetch is not this one's).
     Fetch {
+        id: u64,
         leader_epoch: i32,
         offset: i64,
         last_epoch: i32,
     },
     FetchAnswer {
+        id: u64,
         leader_epoch: i32,
         offset: i64,
         answer: Result<FetchData, ErrorCode>,
@@ -275,6 +291,8 @@ enum Event {
         incarnation: u64,
     },
     ControllerTick,
+    /// Proposed metadata entries due to commit.
+    ControllerCommit,
     ClientTick,
     Written {
         node: NodeId,
@@ -284,13 +302,20 @@ enum Event {
     Fault(Fault),
 }
 
-/// The producing client: unique values, `acks=all`, a few in flight, to the leader the
-/// controller names (a client's metadata, without the extra round trip).
+/// The producing client: unique values, `acks=all`, a few in flight, to the leader its
+/// metadata names (looked up from the controller's image, then cached: stale until the next
+/// look-up).
 #[derive(Default)]
 struct Client {
     next_value: u64,
     next_token: u64,
     in_flight: BTreeMap<u64, (u64, u64)>,
+    /// Every request's value, by token.
+    values: BTreeMap<u64, u64>,
+    /// The leader as last looked up (a client's metadata): refreshed after an error or a
+    /// timeout, and every `CLIENT_METADATA_MS`, from the controller's image as of then.
+    leader: Option<NodeId>,
+    looked_up_ms: u64,
 }
 
 struct World {
@@ -311,6 +336,9 @@ struct World {
     trace_lines: usize,
     /// An invariant an event broke (found while handling it).
     broken: Option<String>,
+    /// Whether the controller hears of a crash at once (the liveness tripwire, on by
+    /// default in Strand) or only when the session expires: drawn per seed.
+    tripwire: bool,
 }
 
 impl World {
@@ -318,7 +346,8 @@ impl World {
         assert!((3..=5).contains(&cfg.nodes), "3 to 5 nodes");
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let net = Net::drawn(&mut rng);
-        let controller = ControllerHost::bootstrap(cfg.nodes, SESSION_MS);
+        let tripwire = rng.gen_bool(0.5);
+        let controller = ControllerHost::bootstrap(cfg.nodes, SESSION_MS, rng.gen());
         let brokers = (1..=cfg.nodes as NodeId)
             .map(|id| Broker::new(id, cfg.min_insync_replicas, cfg.weakness))
             .collect();
@@ -340,6 +369,7 @@ impl World {
             trace: VecDeque::new(),
             trace_lines: TRACE_LINES,
             broken: None,
+            tripwire,
         };
         for id in 1..=w.cfg.nodes as NodeId {
             let at = w.rng.gen_range(0..TICK_MS);
@@ -371,6 +401,13 @@ impl World {
             }
             let line = format!("{:>6} ms  {}", self.now_ms, line());
             self.trace.push_back(line);
+        }
+    }
+
+    /// A proposal will commit at `at`: look then.
+    fn commit_at(&mut self, at: Option<u64>) {
+        if let Some(at) = at {
+            self.at(at, Event::ControllerCommit);
         }
     }
 
@@ -466,12 +503,19 @@ impl World {
             Event::ControllerTick => {
                 let unclean = self.cfg.weakness == Some(Weakness::UncleanElection);
                 let now = self.now_ms;
-                let before = self.controller.log_len();
-                self.controller.tick(now, unclean);
-                self.note_committed(before);
+                let at = self.controller.tick(now, unclean);
+                self.commit_at(at);
                 self.at(now + CONTROLLER_TICK_MS, Event::ControllerTick);
             }
             Event::ClientTick => self.client_tick(),
+            Event::ControllerCommit => {
+                let before = self.controller.log_len();
+                let answers = self.controller.commit_due(self.now_ms);
+                self.note_committed(before);
+                for (to, msg) in answers {
+                    self.send(CONTROLLER, to, msg);
+                }
+            }
             Event::Written {
                 node,
                 incarnation,
@@ -518,9 +562,8 @@ impl World {
             if !matches!(msg, Msg::MetadataFetch { .. } | Msg::Heartbeat { .. }) {
                 self.note(|| format!("controller <- {from}: {msg:?}"));
             }
-            let before = self.controller.log_len();
-            let answer = self.controller.receive(from, msg, now);
-            self.note_committed(before);
+            let (answer, at) = self.controller.receive(from, msg, now);
+            self.commit_at(at);
             if let Some(a) = answer {
                 self.send(CONTROLLER, from, a);
             }
@@ -544,7 +587,17 @@ impl World {
     fn carry_out(&mut self, node: NodeId, out: Vec<Out>) {
         for o in out {
             match o {
-                Out::Send { to, msg } => self.send(node, to, msg),
+                Out::Send { to, msg } => {
+                    if let Msg::Produced {
+                        token,
+                        answer: Ok((offset, epoch)),
+                    } = &msg
+                    {
+                        // Checked when the leader says it, not when (if) the client hears.
+                        self.acknowledged(*token, *offset, *epoch);
+                    }
+                    self.send(node, to, msg)
+                }
                 Out::WriteOut { upto } => {
                     // Mostly quick; now and then a stall (a busy device, a starved worker).
                     let ms = if self.rng.gen_bool(0.02) {
@@ -588,15 +641,24 @@ impl World {
         if now >= self.cfg.run_ms {
             return;
         }
+        let before = self.client.in_flight.len();
         self.client
             .in_flight
             .retain(|_, (_, sent)| now.saturating_sub(*sent) < PRODUCE_TIMEOUT_MS);
+        if self.client.in_flight.len() < before {
+            self.client.leader = None;
+        }
+        if self.client.leader.is_none() || now >= self.client.looked_up_ms + CLIENT_METADATA_MS {
+            self.client.leader = self.controller.leader();
+            self.client.looked_up_ms = now;
+        }
         if self.client.in_flight.len() < PRODUCE_IN_FLIGHT {
-            if let Some(leader) = self.controller.leader() {
+            if let Some(leader) = self.client.leader {
                 self.client.next_value += 1;
                 self.client.next_token += 1;
                 let (value, token) = (self.client.next_value, self.client.next_token);
                 self.client.in_flight.insert(token, (value, now));
+                self.client.values.insert(token, value);
                 self.stats.produced += 1;
                 self.send(CLIENT, leader, Msg::Produce { token, value });
             }
@@ -608,18 +670,24 @@ impl World {
         let Msg::Produced { token, answer } = msg else {
             return;
         };
-        let Some((value, _)) = self.client.in_flight.remove(&token) else {
+        if self.client.in_flight.remove(&token).is_none() {
             return; // timed out already, or a duplicate answer
+        }
+        if answer.is_err() {
+            self.stats.refused += 1;
+            self.client.leader = None; // ask for the leader again
+        }
+    }
+
+    /// A leader answered produce request `token` as written at `offset` in `epoch`.
+    fn acknowledged(&mut self, token: u64, offset: i64, epoch: i32) {
+        let Some(&value) = self.client.values.get(&token) else {
+            return;
         };
-        match answer {
-            Ok((offset, epoch)) => {
-                self.stats.acked += 1;
-                self.note(|| format!("client: value {value} acked at {offset} (epoch {epoch})"));
-                if let Err(what) = self.check.acked(offset, value, epoch, &self.brokers) {
-                    self.broken.get_or_insert(what);
-                }
-            }
-            Err(_) => self.stats.refused += 1,
+        self.stats.acked += 1;
+        self.note(|| format!("value {value} acknowledged at {offset} (epoch {epoch})"));
+        if let Err(what) = self.check.acked(offset, value, epoch, &self.brokers) {
+            self.broken.get_or_insert(what);
         }
     }
 
@@ -629,7 +697,11 @@ impl World {
             Fault::Crash(n) => {
                 *self.stats.faults.entry("crash").or_default() += 1;
                 let keep = self.rng.gen_range(0.0..=1.0);
+                let incarnation = self.broker(n).incarnation;
                 self.broker(n).crash(keep);
+                if self.tripwire {
+                    self.controller.saw_die(n, incarnation);
+                }
             }
             Fault::Restart(n) => {
                 let b = self.broker(n);
@@ -655,7 +727,17 @@ impl World {
                 *self.stats.faults.entry(kind).or_default() += 1;
                 self.net.cut(&links);
             }
-            Fault::Heal => self.net.heal(),
+            Fault::Heal(links) => self.net.heal(&links),
+            Fault::ControllerFailover => {
+                *self.stats.faults.entry("controller-failover").or_default() += 1;
+                let now = self.now_ms;
+                let before = self.controller.log_len();
+                let answers = self.controller.failover(now);
+                self.note_committed(before);
+                for (to, msg) in answers {
+                    self.send(CONTROLLER, to, msg);
+                }
+            }
         }
     }
 }
@@ -674,6 +756,7 @@ fn short(m: &Msg) -> String {
             format!("metadata from {from} ({} records)", records.len())
         }
         Msg::FetchAnswer {
+            id,
             leader_epoch,
             offset,
             answer:
@@ -683,7 +766,7 @@ fn short(m: &Msg) -> String {
                 }),
         } => {
             format!(
-                "fetch answer e{leader_epoch} @{offset}: {} records, hw {high_watermark}",
+                "fetch answer #{id} e{leader_epoch} @{offset}: {} records, hw {high_watermark}",
                 records.len()
             )
         }

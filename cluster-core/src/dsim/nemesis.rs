@@ -1,8 +1,8 @@
-//! The faults a seed draws: one at a time, each for a fraction of a second to a few seconds,
+//! The faults a seed draws, overlapping, each for a fraction of a second to a few seconds,
 //! then healed — crashes (with restart), pauses longer than a session, a node isolated, a
 //! node cut from the controller only, a one-way cut, a majority/minority split (the
-//! controller on a drawn side), a bridge (two halves that both still reach one node), and
-//! every broker crashing at once.
+//! controller on a drawn side), a bridge (two halves that both still reach one node), a
+//! controller failover, and every broker crashing at once.
 
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -20,7 +20,10 @@ pub(crate) enum Fault {
     Resume(NodeId),
     /// Links cut, by kind of fault.
     Cut(&'static str, Vec<(Addr, Addr)>),
-    Heal,
+    /// The links a cut took, back (each cut heals its own: faults overlap).
+    Heal(Vec<(Addr, Addr)>),
+    /// Another node becomes the active controller.
+    ControllerFailover,
 }
 
 /// `(when, fault)` pairs for a run of `run_ms`; every fault ends (heals, restarts, resumes)
@@ -33,7 +36,7 @@ pub(crate) fn schedule(rng: &mut ChaCha8Rng, nodes: usize, run_ms: u64) -> Vec<(
         let len = rng.gen_range(200..2_500).min(run_ms - t);
         let end = t + len;
         let n = *ids.choose(rng).unwrap_or(&1);
-        match rng.gen_range(0..8) {
+        match rng.gen_range(0..9) {
             0 => {
                 out.push((t, Fault::Crash(n)));
                 out.push((end, Fault::Restart(n)));
@@ -43,19 +46,15 @@ pub(crate) fn schedule(rng: &mut ChaCha8Rng, nodes: usize, run_ms: u64) -> Vec<(
                 out.push((end, Fault::Resume(n)));
             }
             2 => {
-                let others = everyone(nodes).into_iter().filter(|a| *a != n);
-                out.push((
-                    t,
-                    Fault::Cut("isolate", both_ways(&[n], &others.collect::<Vec<_>>())),
-                ));
-                out.push((end, Fault::Heal));
+                let others: Vec<Addr> = everyone(nodes).into_iter().filter(|a| *a != n).collect();
+                let links = both_ways(&[n], &others);
+                out.push((t, Fault::Cut("isolate", links.clone())));
+                out.push((end, Fault::Heal(links)));
             }
             3 => {
-                out.push((
-                    t,
-                    Fault::Cut("controller-cut", both_ways(&[n], &[CONTROLLER])),
-                ));
-                out.push((end, Fault::Heal));
+                let links = both_ways(&[n], &[CONTROLLER]);
+                out.push((t, Fault::Cut("controller-cut", links.clone())));
+                out.push((end, Fault::Heal(links)));
             }
             4 => {
                 let m = *ids
@@ -65,8 +64,9 @@ pub(crate) fn schedule(rng: &mut ChaCha8Rng, nodes: usize, run_ms: u64) -> Vec<(
                     .choose(rng)
                     .unwrap_or(&&n);
                 let to = if rng.gen_bool(0.3) { CONTROLLER } else { *m };
-                out.push((t, Fault::Cut("one-way", vec![(n, to)])));
-                out.push((end, Fault::Heal));
+                let links = vec![(n, to)];
+                out.push((t, Fault::Cut("one-way", links.clone())));
+                out.push((end, Fault::Heal(links)));
             }
             5 => {
                 // A minority (with or without the controller and the client) against the rest.
@@ -83,8 +83,9 @@ pub(crate) fn schedule(rng: &mut ChaCha8Rng, nodes: usize, run_ms: u64) -> Vec<(
                     .into_iter()
                     .filter(|a| !minority.contains(a))
                     .collect();
-                out.push((t, Fault::Cut("split", both_ways(&minority, &rest))));
-                out.push((end, Fault::Heal));
+                let links = both_ways(&minority, &rest);
+                out.push((t, Fault::Cut("split", links.clone())));
+                out.push((end, Fault::Heal(links)));
             }
             6 => {
                 // A bridge: two sides that cannot reach each other, both reaching `n`.
@@ -93,8 +94,12 @@ pub(crate) fn schedule(rng: &mut ChaCha8Rng, nodes: usize, run_ms: u64) -> Vec<(
                 others.shuffle(rng);
                 let half = others.len() / 2;
                 let (a, b) = others.split_at(half);
-                out.push((t, Fault::Cut("bridge", both_ways(a, b))));
-                out.push((end, Fault::Heal));
+                let links = both_ways(a, b);
+                out.push((t, Fault::Cut("bridge", links.clone())));
+                out.push((end, Fault::Heal(links)));
+            }
+            7 => {
+                out.push((t, Fault::ControllerFailover));
             }
             _ => {
                 for &m in &ids {
@@ -104,7 +109,9 @@ pub(crate) fn schedule(rng: &mut ChaCha8Rng, nodes: usize, run_ms: u64) -> Vec<(
                 out.push((t, Fault::Cut("whole-cluster-crash", Vec::new())));
             }
         }
-        t = end + rng.gen_range(100..800);
+        // The next fault may start before this one ends: faults overlap (a crash during a
+        // partition, two crashes close together, a paused leader and a crashed follower).
+        t += rng.gen_range(100..1_500);
     }
     out
 }

@@ -3,7 +3,7 @@
 //! checked when it is sent and again when it arrives (a partition drops what is in flight, as
 //! iptables does). Links are directed, so a cut can be one-way.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -11,8 +11,9 @@ use rand_chacha::ChaCha8Rng;
 use super::Addr;
 
 pub(crate) struct Net {
-    /// Directed links that drop everything: (from, to).
-    cut: BTreeSet<(Addr, Addr)>,
+    /// Directed links that drop everything: (from, to) -> how many cuts hold it (faults
+    /// overlap; each heals its own).
+    cut: BTreeMap<(Addr, Addr), u32>,
     loss: f64,
     duplication: f64,
     spike: f64,
@@ -23,7 +24,7 @@ impl Net {
     /// clean, some rough.
     pub(crate) fn drawn(rng: &mut ChaCha8Rng) -> Net {
         Net {
-            cut: BTreeSet::new(),
+            cut: BTreeMap::new(),
             loss: rng.gen_range(0.0..0.05),
             duplication: rng.gen_range(0.0..0.02),
             spike: rng.gen_range(0.0..0.03),
@@ -32,7 +33,7 @@ impl Net {
 
     /// Whether a message from `from` reaches `to` now.
     pub(crate) fn delivers(&self, from: Addr, to: Addr) -> bool {
-        from == to || !self.cut.contains(&(from, to))
+        from == to || !self.cut.contains_key(&(from, to))
     }
 
     /// A message sent now: `None` if it is lost, else its delay and, if it is duplicated, the
@@ -60,10 +61,19 @@ impl Net {
     }
 
     pub(crate) fn cut(&mut self, links: &[(Addr, Addr)]) {
-        self.cut.extend(links.iter().copied());
+        for l in links {
+            *self.cut.entry(*l).or_default() += 1;
+        }
     }
 
-    pub(crate) fn heal(&mut self) {
-        self.cut.clear();
+    pub(crate) fn heal(&mut self, links: &[(Addr, Addr)]) {
+        for l in links {
+            if let Some(n) = self.cut.get_mut(l) {
+                *n -= 1;
+                if *n == 0 {
+                    self.cut.remove(l);
+                }
+            }
+        }
     }
 }
