@@ -430,6 +430,11 @@ impl Broker {
                 }
             }
             self.step_down(out);
+            if self.weakness == Some(Weakness::TruncateToHighWatermark) {
+                // Kafka before KIP-101: a new follower cuts its log to its high watermark.
+                let hw = self.hw.min(self.disk.len());
+                self.disk.truncate(hw);
+            }
             self.role = Role::Follower(Follow {
                 leader: p.leader,
                 epoch: p.leader_epoch,
@@ -537,7 +542,7 @@ impl Broker {
         }
         l.asked_ms = None;
         match error {
-            Some(code) if definite(code) => {
+            Some(code) if definite(code) || self.weakness == Some(Weakness::OpenAsRefused) => {
                 let effects = l.core.isr_proposal_failed();
                 self.carry_out(effects, now_ms, out);
             }

@@ -84,6 +84,11 @@ pub enum Weakness {
     /// A leaderless partition elects any live replica
     /// (`unclean.leader.election.enable=true`).
     UncleanElection,
+    /// An AlterPartition answer that leaves the outcome open (a stale-epoch refusal of a
+    /// repeat that may have committed) drops the proposal as if refused.
+    OpenAsRefused,
+    /// A new follower truncates its log to its high watermark (Kafka before KIP-101).
+    TruncateToHighWatermark,
 }
 
 impl std::str::FromStr for Weakness {
@@ -93,8 +98,11 @@ impl std::str::FromStr for Weakness {
             "acks1" => Ok(Weakness::AcksOne),
             "ack-unwritten" => Ok(Weakness::AckUnwritten),
             "unclean" => Ok(Weakness::UncleanElection),
+            "open-as-refused" => Ok(Weakness::OpenAsRefused),
+            "truncate-to-hw" => Ok(Weakness::TruncateToHighWatermark),
             _ => Err(format!(
-                "unknown weakness {s:?} (acks1, ack-unwritten, unclean)"
+                "unknown weakness {s:?} (acks1, ack-unwritten, unclean, open-as-refused, \
+                 truncate-to-hw)"
             )),
         }
     }

@@ -81,6 +81,8 @@ fn each_weakness_is_caught() {
         Weakness::AcksOne,
         Weakness::AckUnwritten,
         Weakness::UncleanElection,
+        Weakness::OpenAsRefused,
+        Weakness::TruncateToHighWatermark,
     ] {
         let caught = (0..400).find_map(|seed| {
             let cfg = SimConfig {
