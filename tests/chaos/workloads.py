@@ -145,7 +145,9 @@ def _rewind(c):
         c.seek(TopicPartition(tp.topic, tp.partition, off))
 
 
-def _transactional(bootstrap, proc, stop):
+def _transactional(history, bootstrap, proc, stop):
+    """A transactional producer, initialised (InitProducerId: it fences an older one with
+    this transactional.id); every failed attempt goes to the history (f "txn-init")."""
     from confluent_kafka import KafkaException, Producer
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"chaos-{proc}",
                   "transaction.timeout.ms": 30000, "message.timeout.ms": 30000,
@@ -155,6 +157,7 @@ def _transactional(bootstrap, proc, stop):
             p.init_transactions(30)
             return p
         except KafkaException as e:
+            history({"proc": proc, "f": "txn-init", "type": "fail", "error": str(e.args[0])})
             if e.args[0].fatal():
                 p = Producer({"bootstrap.servers": bootstrap,
                               "transactional.id": f"chaos-{proc}",
@@ -174,7 +177,7 @@ def processor(history, proc, bootstrap, out_partitions, stop):
                   "isolation.level": "read_committed", "session.timeout.ms": 10000,
                   "heartbeat.interval.ms": 1000})
     c.subscribe([TOPIC])
-    p = _transactional(bootstrap, proc, stop)
+    p = _transactional(history, bootstrap, proc, stop)
     n = 0
     while p is not None and not stop.is_set():
         msgs = [m for m in c.consume(100, timeout=0.5) if not m.error()]
@@ -202,6 +205,7 @@ def processor(history, proc, bootstrap, out_partitions, stop):
                 outcome = "ok"
         except KafkaException as e:
             err = e.args[0]
+            history({"proc": proc, "f": "txn-error", "txn": txn, "error": str(err)})
             if err.txn_requires_abort():
                 try:
                     p.abort_transaction(30)
@@ -211,7 +215,7 @@ def processor(history, proc, bootstrap, out_partitions, stop):
             if err.fatal() or outcome == "info":
                 # Unknown outcome: a new producer (the same transactional.id fences the old
                 # one and aborts whatever it left open).
-                p = _transactional(bootstrap, proc, stop)
+                p = _transactional(history, bootstrap, proc, stop)
         history({"proc": proc, "f": "txn", "type": outcome, "txn": txn,
                  **({"why": "aborted on purpose"} if on_purpose else {})})
         if outcome != "ok":
