@@ -237,6 +237,12 @@ pub const DISK_RESERVE_BYTES: usize = 4 << 20;
 /// is answered COORDINATOR_NOT_AVAILABLE and the client retries.
 pub const COORDINATOR_WRITE_TIMEOUT_MS: u64 = 5_000;
 
+/// How long a shard waits before it tries again to load an internal partition it leads but
+/// could not take up (its log refused to lead the epoch): without a retry the groups or
+/// transactional ids there would answer COORDINATOR_LOAD_IN_PROGRESS until the next
+/// metadata change. A second: a failing disk is not hammered, a transient failure costs little.
+pub const COORDINATOR_LOAD_RETRY_MS: u64 = 1_000;
+
 /// Memory a shard lets its connections hold beyond their free allowance: request frames over
 /// `CONNECTION_FREE_BYTES` while they are read and handled, and replies (fetch results) queued
 /// for a client that reads slowly or not at all. A connection that would go over waits (it

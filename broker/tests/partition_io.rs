@@ -401,6 +401,62 @@ fn idempotent_producer_state_survives_reopen() {
     });
 }
 
+/// A transaction marker older than the producer's epoch on the partition (a stale
+/// coordinator's, or a late retry) is refused: it would end the newer epoch's open
+/// transaction. Still so after a reopen (the epoch is rebuilt from the log).
+#[test]
+fn a_stale_transaction_marker_is_refused() {
+    use strand_broker::storage::AppendError;
+    use strand_wire::builder::{control_batch, BatchBuilder};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let data = |epoch: i16| {
+        let mut b = BatchBuilder::new(0).producer(42, epoch, 0).transactional();
+        b.push(None, b"a", 0);
+        b.finish()
+    };
+    let marker = |epoch: i16, commit: bool| {
+        bytes::BytesMut::from(&control_batch(42, epoch, commit, 0, 0)[..])
+    };
+    run(move || async move {
+        {
+            let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+                .await
+                .expect("open");
+            log.append_durable(bytes::BytesMut::from(&data(0)[..]), 0)
+                .await
+                .expect("data, epoch 0");
+            log.append_durable(marker(1, false), 0)
+                .await
+                .expect("abort at a bumped epoch");
+            let open = log
+                .append_durable(bytes::BytesMut::from(&data(1)[..]), 0)
+                .await
+                .expect("data, epoch 1")
+                .base_offset;
+            assert_eq!(log.last_stable(), open, "epoch 1's transaction is open");
+            assert!(matches!(
+                log.append_durable(marker(0, true), 0).await,
+                Err(AppendError::Fenced)
+            ));
+            assert_eq!(log.last_stable(), open, "still open after the stale marker");
+        }
+        let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
+            .await
+            .expect("reopen");
+        let open = log.last_stable();
+        assert!(matches!(
+            log.append_durable(marker(0, false), 0).await,
+            Err(AppendError::Fenced)
+        ));
+        assert_eq!(log.last_stable(), open);
+        log.append_durable(marker(1, true), 0)
+            .await
+            .expect("the current epoch's marker");
+        assert_eq!(log.last_stable(), log.log_end());
+    });
+}
+
 /// Zero-filling ahead (`storage::prefill`): while a segment is written its file holds zeros
 /// past the appends, never over them; a reopen without a close (a crash) finds every durable
 /// batch and trims the zeros; a close trims the file to its batches.

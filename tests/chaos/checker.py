@@ -145,7 +145,8 @@ def check(events, examples=3):
              "commits": sum(len(c) for c in commits.values()),
              "txns": len(txns),
              "txns_committed": sum(1 for _, o in txns.values() if o == "ok"),
-             "txns_aborted": sum(1 for _, o in txns.values() if o == "fail")}
+             "txns_aborted": sum(1 for _, o in txns.values() if o == "fail"),
+             "txns_stuck": sum(1 for e in events if e.get("f") == "txn-stuck")}
     return {"counts": counts, "examples": {k: v for k, v in found.items() if v},
             "stats": stats}
 
@@ -172,7 +173,8 @@ def report(result):
              f"failed, {s['unknown']} unknown, {s['no_outcome']} with no outcome by the end), "
              f"{s['read_values']} values read, "
              f"{s['commits']} offset commits, {s['txns']} transactions "
-             f"({s['txns_committed']} committed, {s['txns_aborted']} aborted); "
+             f"({s['txns_committed']} committed, {s['txns_aborted']} aborted, "
+             f"{s['txns_stuck']} client calls stuck and abandoned); "
              f"final read of {s['final_partitions']} partitions"]
     for a in ANOMALIES:
         lines.append(f"  {a:<20}{result['counts'][a]:>8}")

@@ -52,8 +52,10 @@ def create_topics(bootstrap, partitions, out_partitions, replicas):
 
 def start_workloads(args, history, bootstrap, stop):
     """The workload threads, started."""
+    # Daemon threads: a client stuck inside librdkafka (its transactional calls can wait
+    # forever) must not keep the process — or the pytest run calling `main` — alive at exit.
     def thread(target, *a):
-        return threading.Thread(target=target, args=(history, *a))
+        return threading.Thread(target=target, args=(history, *a), daemon=True)
     threads = [thread(workloads.producer, f"p{k}", bootstrap, args.partitions, args.rate, stop,
                       args.acks) for k in range(args.producers)]
     java = args.java_producers if workloads.java_available() else 0

@@ -167,6 +167,31 @@ def _transactional(history, bootstrap, proc, stop):
     return None
 
 
+# A transaction's client calls, together, at most this long (each has its own 30 s limit,
+# which librdkafka does not always keep).
+TXN_CALL_LIMIT_S = 100
+
+
+def _bounded(fn, limit_s):
+    """`fn()` on a thread of its own: its result, its exception, or TimeoutError if it has
+    not returned within `limit_s` (the thread is left behind)."""
+    box = {}
+
+    def run():
+        try:
+            box["ok"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["err"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(limit_s)
+    if t.is_alive():
+        raise TimeoutError(f"no answer within {limit_s} s")
+    if "err" in box:
+        raise box["err"]
+    return box.get("ok")
+
+
 def processor(history, proc, bootstrap, out_partitions, stop):
     """Read-process-write with transactions; history events f "txn": invoke (txn, values),
     then ok (committed), fail (aborted: its values must never be read under
@@ -178,6 +203,7 @@ def processor(history, proc, bootstrap, out_partitions, stop):
                   "heartbeat.interval.ms": 1000})
     c.subscribe([TOPIC])
     p = _transactional(history, bootstrap, proc, stop)
+    abandoned = []
     n = 0
     while p is not None and not stop.is_set():
         msgs = [m for m in c.consume(100, timeout=0.5) if not m.error()]
@@ -191,30 +217,42 @@ def processor(history, proc, bootstrap, out_partitions, stop):
         history({"proc": proc, "f": "txn", "type": "invoke", "txn": txn, "topic": OUT_TOPIC,
                  "values": outs, "partitions": parts})
         outcome = "info"
-        try:
+
+        def transaction():
             p.begin_transaction()
             for v, part in zip(outs, parts):
                 p.produce(OUT_TOPIC, value=v.encode(), partition=part)
             if on_purpose:
                 p.abort_transaction(30)
-                outcome = "fail"
-            else:
-                at = [tp for tp in c.position(c.assignment()) if tp.offset >= 0]
-                p.send_offsets_to_transaction(at, c.consumer_group_metadata(), 30)
-                p.commit_transaction(30)
-                outcome = "ok"
+                return "fail"
+            at = [tp for tp in c.position(c.assignment()) if tp.offset >= 0]
+            p.send_offsets_to_transaction(at, c.consumer_group_metadata(), 30)
+            p.commit_transaction(30)
+            return "ok"
+        try:
+            outcome = _bounded(transaction, TXN_CALL_LIMIT_S)
+        except TimeoutError:
+            # librdkafka's send_offsets_to_transaction can wait forever (its coordinator
+            # request has no deadline: the 30-minute run of session 29 lost its processor
+            # so). The outcome is unknown; the stuck producer is left to its thread (destroying
+            # it could hang too) and a new one fences it.
+            history({"proc": proc, "f": "txn-stuck", "txn": txn, "limit_s": TXN_CALL_LIMIT_S})
+            abandoned.append(p)
+            p = _transactional(history, bootstrap, proc, stop)
         except KafkaException as e:
             err = e.args[0]
             history({"proc": proc, "f": "txn-error", "txn": txn, "error": str(err)})
             if err.txn_requires_abort():
                 try:
-                    p.abort_transaction(30)
+                    _bounded(lambda: p.abort_transaction(30), TXN_CALL_LIMIT_S)
                     outcome = "fail"
-                except KafkaException:
+                except (KafkaException, TimeoutError):
                     pass
             if err.fatal() or outcome == "info":
                 # Unknown outcome: a new producer (the same transactional.id fences the old
-                # one and aborts whatever it left open).
+                # one and aborts whatever it left open). The old one is kept, not destroyed
+                # here: destroying a producer mid-transaction can block.
+                abandoned.append(p)
                 p = _transactional(history, bootstrap, proc, stop)
         history({"proc": proc, "f": "txn", "type": outcome, "txn": txn,
                  **({"why": "aborted on purpose"} if on_purpose else {})})

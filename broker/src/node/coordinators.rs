@@ -76,12 +76,35 @@ impl Node {
         }
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
-            let Ok(_pass) = me.coordinator_sync.acquire_permit(1).await else {
-                return;
+            let pending = {
+                let Ok(_pass) = me.coordinator_sync.acquire_permit(1).await else {
+                    return;
+                };
+                while me.sync_coordinators_once().await {}
+                me.coordinator_load_pending()
             };
-            while me.sync_coordinators_once().await {}
+            // A partition this shard leads but could not load: again in a while (one retry
+            // scheduled at a time; a metadata change meanwhile starts its own pass).
+            if pending && !me.coordinator_retry.replace(true) {
+                glommio::timer::sleep(Duration::from_millis(
+                    crate::limits::COORDINATOR_LOAD_RETRY_MS,
+                ))
+                .await;
+                me.coordinator_retry.set(false);
+                me.spawn_coordinator_sync();
+            }
         })
         .detach();
+    }
+
+    /// Whether an internal partition here is led by this node but not loaded.
+    fn coordinator_load_pending(&self) -> bool {
+        let coordinated = self.coordinated.borrow();
+        self.partitions
+            .borrow()
+            .keys()
+            .filter(|tp| tp.0 == OFFSETS_TOPIC || tp.0 == TXN_TOPIC)
+            .any(|tp| self.coordinates(tp) && !coordinated.contains_key(tp))
     }
 
     /// One pass of [`Self::spawn_coordinator_sync`]; true when something was loaded (the
@@ -112,7 +135,7 @@ impl Node {
                     // Lead the epoch first: it waits for an append in flight (a follower
                     // fetch of the previous epoch) and stamps where this epoch starts.
                     if self.lead_epoch(&tp, &log).await.is_err() {
-                        continue; // no longer leads: the next catalog change decides
+                        continue; // retried (`coordinator_load_pending`) while it still leads
                     }
                     self.load_coordinator(&tp, &log).await;
                     // Only if it still leads at that epoch; otherwise the next pass decides.

@@ -217,6 +217,8 @@ pub struct Node {
     coordinated: RefCell<HashMap<TopicPartition, i32>>,
     /// One coordinator load pass at a time (`coordinators`).
     coordinator_sync: Semaphore,
+    /// A retry of a coordinator load that failed is scheduled (`coordinators`).
+    coordinator_retry: std::cell::Cell<bool>,
     /// Produce memory budget of this shard, in KiB units (`limits::SHARD_PRODUCE_MEMORY_BYTES`).
     pub produce_memory: Rc<Semaphore>,
     /// Connection memory budget of this shard, in KiB units: large request frames and queued
@@ -272,6 +274,7 @@ impl Node {
             txns: RefCell::new(Default::default()),
             coordinated: RefCell::new(HashMap::new()),
             coordinator_sync: Semaphore::new(1),
+            coordinator_retry: std::cell::Cell::new(false),
             produce_memory: Rc::new(Semaphore::new(
                 (crate::limits::SHARD_PRODUCE_MEMORY_BYTES >> 10) as u64,
             )),

@@ -344,6 +344,12 @@ impl Node {
             {
                 Ok(())
             }
+            // The partition knows a newer epoch of this producer: a newer marker (of a
+            // coordinator decision after this one) ended the transaction there already.
+            Err(ErrorCode::InvalidProducerEpoch) => {
+                info!(topic = %tp.0, partition = tp.1, producer_id, epoch, "transaction marker not needed: the partition has a newer producer epoch");
+                Ok(())
+            }
             r => r,
         }
     }

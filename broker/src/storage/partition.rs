@@ -388,6 +388,17 @@ impl PartitionLog {
         } else {
             None
         };
+        // A marker older than the producer's epoch here would end whatever transaction the
+        // newer epoch has open: refused (a stale coordinator's, or a late retry's).
+        if header.is_control()
+            && header.producer_id >= 0
+            && origin == Origin::Client
+            && st
+                .producers
+                .marker_is_stale(header.producer_id, header.producer_epoch)
+        {
+            return Err(AppendError::Fenced);
+        }
         if header.producer_id >= 0 && !header.is_control() && origin == Origin::Client {
             let check = st.producers.check(
                 header.producer_id,

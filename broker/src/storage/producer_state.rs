@@ -95,6 +95,15 @@ impl ProducerStates {
         }
     }
 
+    /// Whether a transaction marker of `producer_id` at `epoch` is stale: this partition
+    /// already knows a newer epoch of it (Kafka answers such a marker INVALID_PRODUCER_EPOCH;
+    /// the transaction it would end was ended here by a newer one's marker).
+    pub fn marker_is_stale(&self, producer_id: i64, epoch: i16) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|p| epoch < p.epoch)
+    }
+
     /// A transaction marker written at `epoch`: a newer epoch fences the older one (its
     /// sequence numbers start again at 0).
     pub fn fence(&mut self, producer_id: i64, epoch: i16) {

@@ -166,9 +166,16 @@ impl Coordinator {
             }
             TxnState::Ongoing => {
                 // A new producer instance takes over: abort what the old one left open, with a
-                // bumped epoch so the old instance is fenced everywhere.
+                // bumped epoch so the old instance is fenced everywhere. A producer that
+                // claims the current epoch (KIP-360: recovering after an error) may come back
+                // with it if this request fails before the abort completes; anyone else is
+                // fenced.
                 let mut next = meta.clone();
-                next.last_epoch = -1;
+                next.last_epoch = if claim.0 >= 0 && claim.1 == meta.epoch {
+                    meta.epoch
+                } else {
+                    -1
+                };
                 next.epoch = next.epoch.saturating_add(1);
                 next.state = TxnState::PrepareAbort;
                 next.update_ms = now_ms;
@@ -176,14 +183,22 @@ impl Coordinator {
             }
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
                 let mut next = meta.clone();
-                if meta.epoch >= i16::MAX - 1 {
+                // As Kafka's `prepareIncrementProducerEpoch`: no claim, bump; a claim of the
+                // current epoch, bump and remember it (so a retry of this very call, its
+                // answer lost, is recognised); a claim of the remembered epoch is that retry:
+                // the current epoch again, unbumped.
+                let retry = claim.0 >= 0 && claim.1 != meta.epoch && claim.1 == meta.last_epoch;
+                if retry {
+                    // Unchanged epochs; only the timeout may be new.
+                } else if meta.epoch >= i16::MAX - 1 {
                     next.producer_id =
                         new_producer_id().ok_or(ErrorCode::CoordinatorLoadInProgress)?;
                     next.epoch = 0;
+                    next.last_epoch = -1;
                 } else {
                     next.epoch += 1;
+                    next.last_epoch = if claim.0 >= 0 { meta.epoch } else { -1 };
                 }
-                next.last_epoch = -1;
                 next.timeout_ms = timeout_ms;
                 next.state = TxnState::Empty;
                 next.partitions.clear();

@@ -28,6 +28,20 @@ fn init(c: &mut Coordinator, id: &str, now: i64) -> TxnMeta {
     m
 }
 
+/// A coordinator whose id "t" (producer 1001, epoch 0) has a transaction open on ("a", 0)
+/// since `now`.
+fn open_txn(now: i64) -> Coordinator {
+    let mut c = Coordinator::default();
+    init(&mut c, "t", 0);
+    c.adopt(persisted(c.add_partitions(
+        "t",
+        claim(1001, 0),
+        &[("a".into(), 0)],
+        now,
+    )));
+    c
+}
+
 #[test]
 fn init_add_commit_and_reinit_bump_the_epoch() {
     let mut c = Coordinator::default();
@@ -97,14 +111,7 @@ fn init_over_an_open_transaction_aborts_it_with_a_bumped_epoch() {
 
 #[test]
 fn timeouts_abort_with_a_bump_and_the_old_epoch_may_reinit() {
-    let mut c = Coordinator::default();
-    init(&mut c, "t", 0);
-    c.adopt(persisted(c.add_partitions(
-        "t",
-        claim(1001, 0),
-        &[("a".into(), 0)],
-        100,
-    )));
+    let mut c = open_txn(100);
     assert!(c.expired(60_100).is_empty());
     let expired = c.expired(60_101);
     assert_eq!(expired.len(), 1);
@@ -114,10 +121,11 @@ fn timeouts_abort_with_a_bump_and_the_old_epoch_may_reinit() {
         c.end("t", claim(1001, 0), true, 60_103),
         Err(ErrorCode::ProducerFenced)
     );
-    // KIP-360: the fenced producer re-initialises with its last epoch and gets a new one.
+    // KIP-360: the fenced producer re-initialises with its last epoch and gets the one the
+    // abort was written with (Kafka's answer: a claim of the last epoch is not bumped again).
     let mut alloc = || Some(9);
     let m = persisted(c.init("t", 60_000, MAX_MS, (1001, 0), 60_104, &mut alloc));
-    assert_eq!((m.producer_id, m.epoch), (1001, 2));
+    assert_eq!((m.producer_id, m.epoch), (1001, 1));
     assert_eq!(
         c.init("t", 60_000, MAX_MS, (1001, 7), 60_104, &mut alloc),
         Err(ErrorCode::ProducerFenced)
@@ -147,4 +155,60 @@ fn records_round_trip_and_in_doubt_states_are_found() {
     assert_eq!(c.in_doubt().len(), 1);
     use crate::internal_topics::{txn_partition, TXN_PARTITIONS};
     assert!(txn_partition("my-txn.1") < TXN_PARTITIONS);
+}
+
+#[test]
+fn a_claimed_epoch_bump_survives_a_lost_answer() {
+    // KIP-360: a producer recovering from an error re-initialises with its (id, epoch); if
+    // the answer is lost, its retry (the same claim) gets the same bumped epoch, not
+    // PRODUCER_FENCED, and the epoch is not bumped twice.
+    let mut c = Coordinator::default();
+    init(&mut c, "t", 0);
+    let mut alloc = || Some(9);
+    let m = persisted(c.init("t", 60_000, MAX_MS, (1001, 0), 1, &mut alloc));
+    assert_eq!((m.epoch, m.last_epoch), (1, 0));
+    c.adopt(m);
+    let m = persisted(c.init("t", 60_000, MAX_MS, (1001, 0), 2, &mut alloc));
+    assert_eq!((m.producer_id, m.epoch), (1001, 1), "the retry");
+    c.adopt(m);
+    // Its next claim is of epoch 1: bumped again; the stale epoch 0 is now fenced.
+    let m = persisted(c.init("t", 60_000, MAX_MS, (1001, 1), 3, &mut alloc));
+    assert_eq!((m.epoch, m.last_epoch), (2, 1));
+    c.adopt(m);
+    assert_eq!(
+        c.init("t", 60_000, MAX_MS, (1001, 0), 4, &mut alloc),
+        Err(ErrorCode::ProducerFenced)
+    );
+}
+
+#[test]
+fn a_claim_over_an_open_transaction_may_retry_after_the_abort() {
+    // The producer claims its epoch while its transaction is open: the coordinator aborts
+    // it with a bumped epoch. If that request fails before the abort completes (a marker not
+    // written yet), the producer's retry with the same claim must not be fenced.
+    let mut c = open_txn(1);
+    let mut alloc = || Some(9);
+    let abort = persisted(c.init("t", 60_000, MAX_MS, (1001, 0), 2, &mut alloc));
+    assert_eq!(
+        (abort.state, abort.epoch, abort.last_epoch),
+        (TxnState::PrepareAbort, 1, 0)
+    );
+    c.adopt(abort.clone());
+    assert_eq!(
+        c.init("t", 60_000, MAX_MS, (1001, 0), 3, &mut alloc),
+        Err(ErrorCode::ConcurrentTransactions),
+        "markers pending"
+    );
+    c.adopt(complete(&abort, 4));
+    let m = persisted(c.init("t", 60_000, MAX_MS, (1001, 0), 5, &mut alloc));
+    assert_eq!((m.producer_id, m.epoch), (1001, 1));
+    // Without a claim (a new instance), the old epoch is not remembered.
+    let mut c = open_txn(1);
+    let abort = persisted(c.init("t", 60_000, MAX_MS, (-1, -1), 2, &mut alloc));
+    assert_eq!(abort.last_epoch, -1);
+    c.adopt(complete(&abort, 3));
+    assert_eq!(
+        c.init("t", 60_000, MAX_MS, (1001, 0), 4, &mut alloc),
+        Err(ErrorCode::ProducerFenced)
+    );
 }
