@@ -430,14 +430,18 @@ fn to_shard(
             producer_id,
             producer_epoch,
             commit,
+            coordinator_epoch,
         } => {
             let shard = crate::runtime::shard::shard_for(&topic, partition, shards);
             let (reply, rx) = oneshot::channel();
             let msg = ShardMsg::Marker {
                 tp: (topic, partition),
-                producer_id,
-                epoch: producer_epoch,
-                commit,
+                marker: crate::node::txn_service::Marker {
+                    producer_id,
+                    epoch: producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                },
                 reply,
             };
             let answer: ShardAnswer = Box::pin(async move {

@@ -401,42 +401,44 @@ fn idempotent_producer_state_survives_reopen() {
     });
 }
 
-/// A transaction marker older than the producer's epoch on the partition (a stale
-/// coordinator's, or a late retry) is refused: it would end the newer epoch's open
-/// transaction. Still so after a reopen (the epoch is rebuilt from the log).
+/// A transaction marker older than the producer's epoch on the partition, or from an older
+/// coordinator than its last marker (one replaced since, late), is refused: it would end a
+/// newer transaction still open. Still so after a reopen (the epochs are rebuilt from the log).
 #[test]
 fn a_stale_transaction_marker_is_refused() {
     use strand_broker::storage::AppendError;
     use strand_wire::builder::{control_batch, BatchBuilder};
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("t-0");
-    let data = |epoch: i16| {
-        let mut b = BatchBuilder::new(0).producer(42, epoch, 0).transactional();
+    let data = |epoch: i16, sequence: i32| {
+        let mut b = BatchBuilder::new(0)
+            .producer(42, epoch, sequence)
+            .transactional();
         b.push(None, b"a", 0);
         b.finish()
     };
-    let marker = |epoch: i16, commit: bool| {
-        bytes::BytesMut::from(&control_batch(42, epoch, commit, 0, 0)[..])
+    let marker = |epoch: i16, coordinator_epoch: i32, commit: bool| {
+        bytes::BytesMut::from(&control_batch(42, epoch, commit, coordinator_epoch, 0)[..])
     };
     run(move || async move {
         {
             let (log, _) = PartitionLog::open(path.clone(), small_config(), tiny_cache())
                 .await
                 .expect("open");
-            log.append_durable(bytes::BytesMut::from(&data(0)[..]), 0)
+            log.append_durable(bytes::BytesMut::from(&data(0, 0)[..]), 0)
                 .await
                 .expect("data, epoch 0");
-            log.append_durable(marker(1, false), 0)
+            log.append_durable(marker(1, 0, false), 0)
                 .await
                 .expect("abort at a bumped epoch");
             let open = log
-                .append_durable(bytes::BytesMut::from(&data(1)[..]), 0)
+                .append_durable(bytes::BytesMut::from(&data(1, 0)[..]), 0)
                 .await
                 .expect("data, epoch 1")
                 .base_offset;
             assert_eq!(log.last_stable(), open, "epoch 1's transaction is open");
             assert!(matches!(
-                log.append_durable(marker(0, true), 0).await,
+                log.append_durable(marker(0, 0, true), 0).await,
                 Err(AppendError::Fenced)
             ));
             assert_eq!(log.last_stable(), open, "still open after the stale marker");
@@ -446,14 +448,27 @@ fn a_stale_transaction_marker_is_refused() {
             .expect("reopen");
         let open = log.last_stable();
         assert!(matches!(
-            log.append_durable(marker(0, false), 0).await,
+            log.append_durable(marker(0, 0, false), 0).await,
             Err(AppendError::Fenced)
         ));
         assert_eq!(log.last_stable(), open);
-        log.append_durable(marker(1, true), 0)
+        log.append_durable(marker(1, 3, true), 0)
             .await
-            .expect("the current epoch's marker");
+            .expect("the current epoch's marker, coordinator epoch 3");
         assert_eq!(log.last_stable(), log.log_end());
+        // The next transaction of epoch 1 (transaction version 1 keeps the epoch), then a
+        // late marker of epoch 1 from the coordinator before (epoch 2): refused, the
+        // transaction stays open. The partition learnt coordinator epoch 3 from the marker.
+        let open = log
+            .append_durable(bytes::BytesMut::from(&data(1, 1)[..]), 0)
+            .await
+            .expect("data, epoch 1 again")
+            .base_offset;
+        assert!(matches!(
+            log.append_durable(marker(1, 2, false), 0).await,
+            Err(AppendError::CoordinatorFenced)
+        ));
+        assert_eq!(log.last_stable(), open);
     });
 }
 

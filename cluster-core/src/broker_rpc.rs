@@ -21,6 +21,8 @@ pub enum BrokerRequest {
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
+        /// The leader epoch of the coordinator's `__transaction_state` partition.
+        coordinator_epoch: i32,
     },
     /// Node `replica`'s fetch of every partition it follows on this node's shard
     /// `leader_shard`, held up to `max_wait_ms` for something new.
@@ -128,6 +130,7 @@ pub fn encode_request(request_id: u64, req: &BrokerRequest) -> Vec<u8> {
             producer_id,
             producer_epoch,
             commit,
+            coordinator_epoch,
         } => {
             let topic = b.create_string(topic);
             (
@@ -140,6 +143,7 @@ pub fn encode_request(request_id: u64, req: &BrokerRequest) -> Vec<u8> {
                         producer_id: *producer_id,
                         producer_epoch: *producer_epoch,
                         commit: *commit,
+                        coordinator_epoch: *coordinator_epoch,
                     },
                 )
                 .as_union_value(),
@@ -215,6 +219,7 @@ pub fn decode_request(bytes: &[u8]) -> Result<(u64, BrokerRequest), String> {
                 producer_id: m.producer_id(),
                 producer_epoch: m.producer_epoch(),
                 commit: m.commit(),
+                coordinator_epoch: m.coordinator_epoch(),
             }
         }
         fb::Body::ReplicaFetchMany => {
@@ -377,6 +382,7 @@ mod tests {
             producer_id: 1 << 40,
             producer_epoch: 3,
             commit: true,
+            coordinator_epoch: 5,
         };
         let bytes = encode_request(42, &req);
         assert_eq!(decode_request(&bytes), Ok((42, req)));

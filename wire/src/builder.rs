@@ -183,6 +183,16 @@ pub fn marker_kind(batch: &[u8]) -> Option<bool> {
     }
 }
 
+/// The coordinator epoch a marker carries (its value: version int16, coordinator epoch
+/// int32), or `None` if `batch` is not a marker we can read.
+pub fn marker_coordinator_epoch(batch: &[u8]) -> Option<i32> {
+    marker_kind(batch)?;
+    let recs = crate::records::records(batch).ok()?;
+    let value = recs.first()?.value?;
+    let epoch: [u8; 4] = value.get(2..6)?.try_into().ok()?;
+    Some(i32::from_be_bytes(epoch))
+}
+
 /// A batch of `records` records of `record_bytes` value bytes each (keyless), for tests and
 /// benchmarks. Values are a repeating pattern seeded by `seed`.
 pub fn filler_batch(records: usize, record_bytes: usize, timestamp_ms: i64, seed: u8) -> Vec<u8> {

@@ -61,6 +61,11 @@ impl Node {
         self.coordinated.borrow().contains_key(tp)
     }
 
+    /// The leader epoch this shard loaded internal partition `tp` at, if it has.
+    pub(crate) fn coordinated_epoch(&self, tp: &TopicPartition) -> Option<i32> {
+        self.coordinated.borrow().get(tp).copied()
+    }
+
     /// On a single node: `log` (an internal partition, just opened) is loaded for good.
     pub(super) async fn load_at_open(&self, tp: &TopicPartition, log: &PartitionLog) {
         self.load_coordinator(tp, log).await;

@@ -107,9 +107,7 @@ pub enum ShardMsg {
     /// A transaction marker, to the partition's shard.
     Marker {
         tp: TopicPartition,
-        producer_id: i64,
-        epoch: i16,
-        commit: bool,
+        marker: crate::node::txn_service::Marker,
         reply: oneshot::Sender<Result<(), ErrorCode>>,
     },
     /// DeleteRecords, to the partition's shard: the new log start offset.
@@ -380,14 +378,8 @@ impl Node {
             ShardMsg::Txn { req, reply } => {
                 let _ = reply.send(self.txn_local(req).await);
             }
-            ShardMsg::Marker {
-                tp,
-                producer_id,
-                epoch,
-                commit,
-                reply,
-            } => {
-                let _ = reply.send(self.marker_local(&tp, producer_id, epoch, commit).await);
+            ShardMsg::Marker { tp, marker, reply } => {
+                let _ = reply.send(self.marker_local(&tp, marker).await);
             }
             ShardMsg::DeleteRecords { tp, before, reply } => {
                 let _ = reply.send(self.delete_records_local(&tp, before).await);

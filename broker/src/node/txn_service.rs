@@ -28,6 +28,19 @@ use crate::txn::{complete, Claim, Coordinator, Step, TxnMeta, TxnPartition};
 /// How often expired and in-doubt transactions are looked for.
 const TICK_MS: u64 = 1000;
 
+/// A transaction marker to write (one entry of Kafka's WriteTxnMarkers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Marker {
+    pub producer_id: i64,
+    /// The producer epoch the coordinator ended the transaction at.
+    pub epoch: i16,
+    pub commit: bool,
+    /// The leader epoch of the id's `__transaction_state` partition where the coordinator
+    /// decided: a partition refuses a marker of an older coordinator than the last one it
+    /// heard from for this producer (TRANSACTION_COORDINATOR_FENCED).
+    pub coordinator_epoch: i32,
+}
+
 /// A transaction-coordinator request, as sent to the coordinating shard.
 #[derive(Debug)]
 pub enum TxnRequest {
@@ -243,14 +256,22 @@ impl Node {
     /// `Complete*` state. A failure leaves it in `Prepare*`, which the ticker retries.
     async fn end_txn(self: &Rc<Self>, prepared: TxnMeta) -> Result<TxnMeta, ErrorCode> {
         let prepared = self.persist_txn(prepared, true).await?;
-        let commit = prepared.state == crate::txn::TxnState::PrepareCommit;
+        let marker = Marker {
+            producer_id: prepared.producer_id,
+            epoch: prepared.epoch,
+            commit: prepared.state == crate::txn::TxnState::PrepareCommit,
+            // The epoch this shard loaded the id's partition at (0 on a single node): a
+            // marker from a coordinator since replaced is told apart by it.
+            coordinator_epoch: self
+                .coordinated_epoch(&txn_tp(&prepared.transactional_id))
+                .unwrap_or(0),
+        };
         let mut writes = Vec::new();
         for tp in &prepared.partitions {
             let node = Rc::clone(self);
             let tp = tp.clone();
-            let (pid, epoch) = (prepared.producer_id, prepared.epoch);
             writes.push(glommio::spawn_local(async move {
-                node.write_marker(tp, pid, epoch, commit).await
+                node.write_marker(tp, marker).await
             }));
         }
         // A marker not written yet (its leader moving, too few replicas, no answer in time)
@@ -296,10 +317,11 @@ impl Node {
     pub async fn write_marker(
         self: &Rc<Self>,
         tp: TopicPartition,
-        producer_id: i64,
-        epoch: i16,
-        commit: bool,
+        marker: Marker,
     ) -> Result<(), ErrorCode> {
+        let Marker {
+            producer_id, epoch, ..
+        } = marker;
         let owner = self.owner(&tp);
         let result = if let Some((handle, leader)) = self.remote_leader(&tp) {
             // Led by another node: its broker writes the marker (over the cluster link).
@@ -311,21 +333,20 @@ impl Node {
                     partition: tp.1,
                     producer_id,
                     producer_epoch: epoch,
-                    commit,
+                    commit: marker.commit,
+                    coordinator_epoch: marker.coordinator_epoch,
                 };
                 handle.ask_broker(leader, req).await
             }
         } else if owner == self.shard {
-            self.marker_local(&tp, producer_id, epoch, commit).await
+            self.marker_local(&tp, marker).await
         } else {
             let (reply, rx) = oneshot::channel();
             self.send_to(
                 owner,
                 ShardMsg::Marker {
                     tp: tp.clone(),
-                    producer_id,
-                    epoch,
-                    commit,
+                    marker,
                     reply,
                 },
             );
@@ -356,15 +377,15 @@ impl Node {
 
     /// The marker on this shard's partition; for `__consumer_offsets`, the transaction's
     /// offsets become visible (commit) or are dropped (abort).
-    pub async fn marker_local(
-        &self,
-        tp: &TopicPartition,
-        producer_id: i64,
-        epoch: i16,
-        commit: bool,
-    ) -> Result<(), ErrorCode> {
+    pub async fn marker_local(&self, tp: &TopicPartition, marker: Marker) -> Result<(), ErrorCode> {
+        let Marker {
+            producer_id,
+            epoch,
+            commit,
+            coordinator_epoch,
+        } = marker;
         // Written as Kafka writes markers: acks=all on the partition's leader.
-        let batch = control_batch(producer_id, epoch, commit, 0, now_ms());
+        let batch = control_batch(producer_id, epoch, commit, coordinator_epoch, now_ms());
         self.coordinator_append(tp, BytesMut::from(&batch[..]), true)
             .await
             .map_err(|e| {

@@ -66,8 +66,11 @@ pub enum AppendError {
     Duplicate(Offset),
     /// An idempotent producer skipped or rewound sequence numbers.
     OutOfOrderSequence { expected: i32 },
-    /// An idempotent producer with an older epoch than the partition has seen (a zombie).
+    /// An idempotent producer with an older epoch than the partition has seen (a zombie), or
+    /// a transaction marker at one.
     Fenced,
+    /// A transaction marker from an older coordinator than the producer's last marker here.
+    CoordinatorFenced,
     /// A replicated batch that does not follow on: its base offset is not the log end, or its
     /// leader epoch is older than the latest here (the follower must truncate first).
     Replica(String),
@@ -81,6 +84,7 @@ impl AppendError {
             AppendError::Duplicate(_) => ErrorCode::DuplicateSequenceNumber,
             AppendError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequenceNumber,
             AppendError::Fenced => ErrorCode::InvalidProducerEpoch,
+            AppendError::CoordinatorFenced => ErrorCode::TransactionCoordinatorFenced,
             AppendError::Replica(_) => ErrorCode::UnknownServerError,
         }
     }
@@ -96,6 +100,9 @@ impl std::fmt::Display for AppendError {
                 write!(f, "out of order sequence number (expected {expected})")
             }
             AppendError::Fenced => f.write_str("producer epoch is older than the current one"),
+            AppendError::CoordinatorFenced => {
+                f.write_str("transaction marker from an older coordinator than the last one")
+            }
             AppendError::Replica(why) => write!(f, "replicated batch refused: {why}"),
         }
     }
@@ -388,16 +395,16 @@ impl PartitionLog {
         } else {
             None
         };
-        // A marker older than the producer's epoch here would end whatever transaction the
-        // newer epoch has open: refused (a stale coordinator's, or a late retry's).
-        if header.is_control()
-            && header.producer_id >= 0
-            && origin == Origin::Client
-            && st
-                .producers
-                .marker_is_stale(header.producer_id, header.producer_epoch)
-        {
-            return Err(AppendError::Fenced);
+        let coordinator_epoch = marker
+            .and_then(|_| strand_wire::builder::marker_coordinator_epoch(&batch))
+            .unwrap_or(0);
+        // A stale marker would end whatever transaction the producer's newer epoch (or a
+        // newer coordinator's) has open here: refused.
+        if header.producer_id >= 0 && origin == Origin::Client && header.is_control() {
+            let (pid, epoch) = (header.producer_id, header.producer_epoch);
+            if let Some(stale) = st.producers.check_marker(pid, epoch, coordinator_epoch) {
+                return Err(stale.into());
+            }
         }
         if header.producer_id >= 0 && !header.is_control() && origin == Origin::Client {
             let check = st.producers.check(
@@ -424,7 +431,7 @@ impl PartitionLog {
         if header.producer_id >= 0 {
             if header.is_control() {
                 st.producers
-                    .fence(header.producer_id, header.producer_epoch);
+                    .fence(header.producer_id, header.producer_epoch, coordinator_epoch);
             } else {
                 st.producers.record(
                     header.producer_id,

@@ -9,11 +9,21 @@ use std::path::Path;
 use bytes::Bytes;
 use strand_wire::batch::BatchHeader;
 
-use super::partition::{PartitionLog, ReadError, ReadOut};
+use super::partition::{AppendError, PartitionLog, ReadError, ReadOut};
+use super::producer_state::StaleMarker;
 use super::segment::txn_index_file_name;
 use super::txn::{decode_index, PartitionTxns, SegmentTxnIndex};
 use super::types::Offset;
 use crate::limits;
+
+impl From<StaleMarker> for AppendError {
+    fn from(stale: StaleMarker) -> Self {
+        match stale {
+            StaleMarker::ProducerEpoch => AppendError::Fenced,
+            StaleMarker::CoordinatorEpoch => AppendError::CoordinatorFenced,
+        }
+    }
+}
 
 /// One producer as DescribeProducers reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,11 +109,11 @@ impl PartitionLog {
                     .flatten();
                 txns.apply(&h, Offset(h.base_offset), marker);
                 if h.is_control() && h.producer_id >= 0 {
-                    self.inner
-                        .state
-                        .borrow_mut()
-                        .producers
-                        .fence(h.producer_id, h.producer_epoch);
+                    self.inner.state.borrow_mut().producers.fence(
+                        h.producer_id,
+                        h.producer_epoch,
+                        strand_wire::builder::marker_coordinator_epoch(b).unwrap_or(0),
+                    );
                 }
                 next = Offset(h.last_offset() + 1);
             }

@@ -21,9 +21,21 @@ pub enum SeqCheck {
     Fenced { current: i16 },
 }
 
+/// Why a transaction marker is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StaleMarker {
+    /// Older than the producer's epoch here (INVALID_PRODUCER_EPOCH).
+    ProducerEpoch,
+    /// From an older transaction coordinator than the last marker's
+    /// (TRANSACTION_COORDINATOR_FENCED).
+    CoordinatorEpoch,
+}
+
 #[derive(Clone, Debug, Default)]
 struct Producer {
     epoch: i16,
+    /// The coordinator epoch of its last marker here (0 before one).
+    coordinator_epoch: i32,
     /// Max timestamp of its last batch (DescribeProducers).
     last_timestamp_ms: i64,
     /// (first sequence, last sequence, base offset), oldest first.
@@ -95,19 +107,32 @@ impl ProducerStates {
         }
     }
 
-    /// Whether a transaction marker of `producer_id` at `epoch` is stale: this partition
-    /// already knows a newer epoch of it (Kafka answers such a marker INVALID_PRODUCER_EPOCH;
-    /// the transaction it would end was ended here by a newer one's marker).
-    pub fn marker_is_stale(&self, producer_id: i64, epoch: i16) -> bool {
-        self.producers
-            .get(&producer_id)
-            .is_some_and(|p| epoch < p.epoch)
+    /// Whether a transaction marker of `producer_id` at `epoch` from the coordinator at
+    /// `coordinator_epoch` is stale, as Kafka checks it: the partition knows a newer producer
+    /// epoch (the transaction it would end was ended here by a newer marker), or a newer
+    /// coordinator wrote this producer's last marker (this one is from a coordinator since
+    /// replaced, late). Either would end a newer transaction's records.
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Option<StaleMarker> {
+        let p = self.producers.get(&producer_id)?;
+        if epoch < p.epoch {
+            Some(StaleMarker::ProducerEpoch)
+        } else if coordinator_epoch < p.coordinator_epoch {
+            Some(StaleMarker::CoordinatorEpoch)
+        } else {
+            None
+        }
     }
 
-    /// A transaction marker written at `epoch`: a newer epoch fences the older one (its
-    /// sequence numbers start again at 0).
-    pub fn fence(&mut self, producer_id: i64, epoch: i16) {
+    /// A transaction marker written at `epoch` by the coordinator at `coordinator_epoch`: a
+    /// newer epoch fences the older one (its sequence numbers start again at 0).
+    pub fn fence(&mut self, producer_id: i64, epoch: i16, coordinator_epoch: i32) {
         let p = self.producers.entry(producer_id).or_default();
+        p.coordinator_epoch = p.coordinator_epoch.max(coordinator_epoch);
         if epoch > p.epoch {
             p.epoch = epoch;
             p.batches.clear();
@@ -182,6 +207,25 @@ mod tests {
         assert_eq!(s.check(7, 1, 4, 1), SeqCheck::OutOfOrder { expected: 0 });
         s.record(7, 1, 0, 1, Offset(200), 0);
         assert_eq!(s.check(7, 0, 5, 1), SeqCheck::Fenced { current: 1 });
+    }
+
+    #[test]
+    fn stale_markers_by_producer_or_coordinator_epoch() {
+        let mut s = ProducerStates::default();
+        assert_eq!(s.check_marker(7, 0, 0), None, "unknown producer");
+        s.record(7, 2, 0, 1, Offset(0), 0);
+        assert_eq!(s.check_marker(7, 1, 9), Some(StaleMarker::ProducerEpoch));
+        assert_eq!(s.check_marker(7, 2, 0), None);
+        s.fence(7, 2, 4);
+        assert_eq!(s.check_marker(7, 2, 4), None, "a retry of the same marker");
+        assert_eq!(s.check_marker(7, 2, 3), Some(StaleMarker::CoordinatorEpoch));
+        assert_eq!(s.check_marker(7, 3, 5), None);
+        s.fence(7, 3, 3);
+        assert_eq!(
+            s.check_marker(7, 3, 3),
+            Some(StaleMarker::CoordinatorEpoch),
+            "the coordinator epoch never goes back"
+        );
     }
 
     #[test]

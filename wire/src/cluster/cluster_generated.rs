@@ -4793,6 +4793,7 @@ impl<'a> TxnMarker<'a> {
   pub const VT_PRODUCER_ID: flatbuffers::VOffsetT = 8;
   pub const VT_PRODUCER_EPOCH: flatbuffers::VOffsetT = 10;
   pub const VT_COMMIT: flatbuffers::VOffsetT = 12;
+  pub const VT_COORDINATOR_EPOCH: flatbuffers::VOffsetT = 14;
 
   #[inline]
   pub unsafe fn init_from_table(table: flatbuffers::Table<'a>) -> Self {
@@ -4805,6 +4806,7 @@ impl<'a> TxnMarker<'a> {
   ) -> flatbuffers::WIPOffset<TxnMarker<'bldr>> {
     let mut builder = TxnMarkerBuilder::new(_fbb);
     builder.add_producer_id(args.producer_id);
+    builder.add_coordinator_epoch(args.coordinator_epoch);
     builder.add_partition(args.partition);
     if let Some(x) = args.topic { builder.add_topic(x); }
     builder.add_producer_epoch(args.producer_epoch);
@@ -4848,6 +4850,15 @@ impl<'a> TxnMarker<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<bool>(TxnMarker::VT_COMMIT, Some(false)).unwrap()}
   }
+  /// The coordinator's epoch: the leader epoch of the transactional id's
+  /// `__transaction_state` partition where it decided (a marker of an older one is stale).
+  #[inline]
+  pub fn coordinator_epoch(&self) -> i32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<i32>(TxnMarker::VT_COORDINATOR_EPOCH, Some(0)).unwrap()}
+  }
 }
 
 impl flatbuffers::Verifiable for TxnMarker<'_> {
@@ -4862,6 +4873,7 @@ impl flatbuffers::Verifiable for TxnMarker<'_> {
      .visit_field::<i64>("producer_id", Self::VT_PRODUCER_ID, false)?
      .visit_field::<i16>("producer_epoch", Self::VT_PRODUCER_EPOCH, false)?
      .visit_field::<bool>("commit", Self::VT_COMMIT, false)?
+     .visit_field::<i32>("coordinator_epoch", Self::VT_COORDINATOR_EPOCH, false)?
      .finish();
     Ok(())
   }
@@ -4872,6 +4884,7 @@ pub struct TxnMarkerArgs<'a> {
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub commit: bool,
+    pub coordinator_epoch: i32,
 }
 impl<'a> Default for TxnMarkerArgs<'a> {
   #[inline]
@@ -4882,6 +4895,7 @@ impl<'a> Default for TxnMarkerArgs<'a> {
       producer_id: 0,
       producer_epoch: 0,
       commit: false,
+      coordinator_epoch: 0,
     }
   }
 }
@@ -4912,6 +4926,10 @@ impl<'a: 'b, 'b> TxnMarkerBuilder<'a, 'b> {
     self.fbb_.push_slot::<bool>(TxnMarker::VT_COMMIT, commit, false);
   }
   #[inline]
+  pub fn add_coordinator_epoch(&mut self, coordinator_epoch: i32) {
+    self.fbb_.push_slot::<i32>(TxnMarker::VT_COORDINATOR_EPOCH, coordinator_epoch, 0);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut flatbuffers::FlatBufferBuilder<'a>) -> TxnMarkerBuilder<'a, 'b> {
     let start = _fbb.start_table();
     TxnMarkerBuilder {
@@ -4934,6 +4952,7 @@ impl core::fmt::Debug for TxnMarker<'_> {
       ds.field("producer_id", &self.producer_id());
       ds.field("producer_epoch", &self.producer_epoch());
       ds.field("commit", &self.commit());
+      ds.field("coordinator_epoch", &self.coordinator_epoch());
       ds.finish()
   }
 }
