@@ -7,6 +7,8 @@
 //! - `GET /v1/stages`: every shard's request-stage histograms merged (`stages`), as JSON:
 //!   `{"stages": [{"api", "stage", "count", "p50_us", "p99_us", "p999_us", "max_us"}]}`.
 //!   `?reset=true` empties them after the copy, so a bench can measure exactly its window.
+//! - `GET /metrics`: Prometheus's text format (`metrics::expose`): every shard's counters,
+//!   gathered at once (`Node::all_metrics`).
 //!
 //! Requests are parsed with `httparse`; a head over `HEAD_BYTES_MAX` closes the connection,
 //! and a whole request (read, gathering from the shards, write) has `REQUEST_TIMEOUT_MS`. At
@@ -80,9 +82,9 @@ async fn serve(node: &Rc<Node>, mut stream: TcpStream) -> std::io::Result<()> {
     let Some(head) = read_head(&mut stream).await? else {
         return Ok(());
     };
-    let (status, body) = respond(node, &head).await;
+    let (status, content_type, body) = respond(node, &head).await;
     let reply = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(reply.as_bytes()).await?;
@@ -109,8 +111,26 @@ async fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
     }
 }
 
+/// Status line, Content-Type and body for one request head: `GET /metrics` in Prometheus's
+/// text format, everything else JSON.
+async fn respond(node: &Rc<Node>, head: &[u8]) -> (&'static str, &'static str, String) {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut req = httparse::Request::new(&mut headers);
+    let metrics = matches!(req.parse(head), Ok(httparse::Status::Complete(_)))
+        && req.method == Some("GET")
+        && req
+            .path
+            .is_some_and(|p| p.split('?').next() == Some("/metrics"));
+    if metrics {
+        let body = crate::metrics::expose::encode(node.all_metrics().await);
+        return ("200 OK", crate::metrics::expose::CONTENT_TYPE, body);
+    }
+    let (status, body) = respond_json(node, head).await;
+    (status, "application/json", body)
+}
+
 /// Status line and JSON body for one request head.
-async fn respond(node: &Rc<Node>, head: &[u8]) -> (&'static str, String) {
+async fn respond_json(node: &Rc<Node>, head: &[u8]) -> (&'static str, String) {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut req = httparse::Request::new(&mut headers);
     let (method, path) = match req.parse(head) {
@@ -179,7 +199,7 @@ async fn respond(node: &Rc<Node>, head: &[u8]) -> (&'static str, String) {
         _ => (
             "404 Not Found",
             error_body(&format!(
-                "no route {route:?}: try /v1/status/live, /v1/status/ready, /v1/stages, /v1/cluster"
+                "no route {route:?}: try /metrics, /v1/status/live, /v1/status/ready, /v1/stages, /v1/cluster"
             )),
         ),
     }

@@ -57,6 +57,7 @@ pub mod internal_topics;
 pub mod kafka;
 pub mod limits;
 pub mod memory;
+pub mod metrics;
 pub mod node;
 pub mod runtime;
 pub mod server;

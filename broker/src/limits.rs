@@ -243,6 +243,11 @@ pub const COORDINATOR_WRITE_TIMEOUT_MS: u64 = 5_000;
 /// metadata change. A second: a failing disk is not hammered, a transient failure costs little.
 pub const COORDINATOR_LOAD_RETRY_MS: u64 = 1_000;
 
+/// Partitions with series of their own in `GET /metrics` (log offsets, size, segments), the
+/// first by (topic, partition): bounds a scrape's size and Prometheus's cardinality (five
+/// series each). The rest are counted in `strand_metrics_partitions_left_out`.
+pub const METRICS_PARTITION_SERIES_MAX: usize = 1_000;
+
 /// Memory a shard lets its connections hold beyond their free allowance: request frames over
 /// `CONNECTION_FREE_BYTES` while they are read and handled, and replies (fetch results) queued
 /// for a client that reads slowly or not at all. A connection that would go over waits (it

@@ -300,6 +300,7 @@ async fn shard_main(
             }
         };
         let node = Rc::clone(&node);
+        crate::metrics::with(|m| m.connections_accepted += 1);
         glommio::spawn_local(async move {
             let _admitted = admitted;
             if let Err(e) = conn::serve(node, stream).await {
@@ -309,6 +310,7 @@ async fn shard_main(
                     debug!(error = %e, "connection ended with an error");
                 }
             }
+            crate::metrics::with(|m| m.connections_closed += 1);
         })
         .detach();
     }

@@ -30,6 +30,7 @@ const LEAVES: &[&str] = &[
     "auto_create",
     "disk_space",
     "memory",
+    "metrics",
     "cluster",
     "cluster_config",
 ];

@@ -234,6 +234,7 @@ async fn read_requests(
             ApiKey::Fetch => ApiClass::Fetch,
             _ => ApiClass::Other,
         };
+        crate::metrics::with(|m| m.request(prefix.api_key));
         node.stages
             .borrow_mut()
             .record(class, Stage::Queue, received.elapsed());
@@ -448,7 +449,9 @@ async fn write_replies(
         stream.flush().await?;
         let mut stages = stages.borrow_mut();
         stages.record(q.class, Stage::Write, writing.elapsed());
-        stages.record(q.class, Stage::Total, q.received.elapsed());
+        let took = q.received.elapsed();
+        stages.record(q.class, Stage::Total, took);
+        crate::metrics::with(|m| m.request_done(q.api as i16, took));
     }
     stream.flush().await?;
     stream.close().await

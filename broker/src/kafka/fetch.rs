@@ -147,6 +147,8 @@ pub async fn handle(
                 pd.high_watermark = read.log_end.0;
                 pd.last_stable_offset = read.last_stable.0;
                 pd.log_start_offset = read.log_start.0;
+                let bytes: usize = read.records.iter().map(|b| b.len()).sum();
+                crate::metrics::with(|m| m.bytes_out += bytes as u64);
                 pd.records = read.records;
                 if committed {
                     pd.aborted = Some(read.aborted);

@@ -39,6 +39,7 @@ mod fetch_probe;
 pub(crate) use fetch_probe::Probe;
 pub mod group_service;
 mod leader_written;
+mod metrics_probe;
 mod partition_ops;
 mod reassign;
 mod replica_fetcher;
@@ -146,6 +147,10 @@ pub enum ShardMsg {
     Stages {
         reset: bool,
         reply: oneshot::Sender<crate::stages::Stages>,
+    },
+    /// This shard's counters and partition gauges, for `GET /metrics` (`metrics_probe`).
+    Metrics {
+        reply: oneshot::Sender<metrics_probe::ShardScrape>,
     },
     /// A catalog change, to the controller (shard 0).
     Catalog {
@@ -413,6 +418,9 @@ impl Node {
             ShardMsg::Stages { reset, reply } => {
                 let _ = reply.send(self.local_stages(reset));
             }
+            ShardMsg::Metrics { reply } => {
+                let _ = reply.send(self.local_metrics());
+            }
         }
     }
 
@@ -482,7 +490,13 @@ impl Node {
             .record_partition(crate::stages::Stage::Append, started.elapsed());
         self.shared.appended[self.shard].notify(usize::MAX);
         let (base, next) = match result {
-            Ok(meta) => (meta.base_offset, meta.last_offset.next()),
+            Ok(meta) => {
+                crate::metrics::with(|m| {
+                    m.bytes_in += u64::from(meta.bytes);
+                    m.records_in += (meta.last_offset.0 - meta.base_offset.0 + 1) as u64;
+                });
+                (meta.base_offset, meta.last_offset.next())
+            }
             // Kafka answers a duplicate with the original offset and no error.
             Err(AppendError::Duplicate(offset)) => (offset, offset.next()),
             Err(e) => {

@@ -210,6 +210,15 @@ impl Node {
         hw
     }
 
+    /// The high watermark of `tp` if this node leads it now, read as is (no side effects:
+    /// for `GET /metrics`).
+    pub(super) fn led_high_watermark(&self, tp: &TopicPartition) -> Option<i64> {
+        self.leaders
+            .borrow()
+            .get(tp)
+            .map(|led| led.core.high_watermark())
+    }
+
     /// What consumers may read of `tp`: its high watermark when it is led and replicated.
     pub(super) fn visible_end(&self, tp: &TopicPartition, log: &PartitionLog) -> Option<Offset> {
         if !self.ensure_led(tp, log) {

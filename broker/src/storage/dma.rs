@@ -170,6 +170,7 @@ pub async fn fdatasync_pooled(fd: std::os::fd::RawFd) -> io::Result<()> {
             (r, start.duration_since(asked), start.elapsed())
         })
         .await;
+    crate::metrics::with(|m| m.fsync.observe(asked.elapsed()));
     if asked.elapsed() > SLOW_IO {
         tracing::warn!(
             queued_ms = queued.as_millis() as u64,

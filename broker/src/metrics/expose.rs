@@ -1,0 +1,305 @@
+//! A scrape in Prometheus's text format (`GET /metrics`), written by prometheus-client's
+//! encoder from what the shards sent: one collector, the counters as they are (each shard
+//! its own series, `shard` label), latency histograms added up over the shards (labels: the
+//! API), partition gauges for at most `limits::METRICS_PARTITION_SERIES_MAX` partitions.
+//! Series that are still zero are left out.
+
+use std::fmt;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+
+use super::{Hist, ShardMetrics, API_KEYS, HIST_BUCKETS};
+
+/// The Content-Type of the answer.
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// One partition's gauges, from its shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionGauges {
+    pub topic: String,
+    pub partition: i32,
+    pub log_start: i64,
+    pub log_end: i64,
+    /// Known where this node leads the partition, or runs alone.
+    pub high_watermark: Option<i64>,
+    pub size_bytes: u64,
+    pub segments: u64,
+}
+
+/// Everything one scrape shows.
+#[derive(Clone, Debug, Default)]
+pub struct Scrape {
+    /// By shard.
+    pub shards: Vec<ShardMetrics>,
+    /// Sorted by (topic, partition); at most the limit.
+    pub partitions: Vec<PartitionGauges>,
+    /// Partitions past the limit, without series of their own.
+    pub partitions_left_out: u64,
+}
+
+/// The scrape as the text body of `GET /metrics`.
+pub fn encode(scrape: Scrape) -> String {
+    let mut registry = Registry::with_prefix("strand");
+    registry.register_collector(Box::new(scrape));
+    let mut out = String::new();
+    match prometheus_client::encoding::prometheus_text::encode(&mut out, &registry) {
+        Ok(()) => out,
+        // Writing to a String does not fail; a collector's error is a bug shown plainly.
+        Err(e) => format!("# encoding failed: {e}\n"),
+    }
+}
+
+fn api_name(slot: usize) -> String {
+    if slot + 1 == API_KEYS {
+        return "other".into();
+    }
+    i16::try_from(slot)
+        .ok()
+        .and_then(|k| strand_wire::kafka::messages::ApiKey::try_from(k).ok())
+        .map_or_else(|| format!("api_{slot}"), |k| format!("{k:?}"))
+}
+
+fn histogram(
+    enc: &mut prometheus_client::encoding::MetricEncoder,
+    h: &Hist,
+) -> Result<(), fmt::Error> {
+    let buckets: Vec<(f64, u64)> = (0..HIST_BUCKETS)
+        .map(|i| (Hist::upper_bound_s(i), h.buckets[i]))
+        .collect();
+    enc.encode_histogram::<NoLabelSet>(h.sum_us as f64 / 1e6, h.count, &buckets, None)
+}
+
+/// A counter per shard, skipping zeros.
+fn per_shard(
+    enc: &mut DescriptorEncoder,
+    shards: &[ShardMetrics],
+    name: &str,
+    help: &str,
+    value: impl Fn(&ShardMetrics) -> u64,
+) -> Result<(), fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (shard, s) in shards.iter().enumerate() {
+        let v = value(s);
+        if v > 0 {
+            let labels = [("shard", shard.to_string())];
+            m.encode_family(&labels)?
+                .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+        }
+    }
+    Ok(())
+}
+
+/// A gauge per partition.
+fn per_partition(
+    enc: &mut DescriptorEncoder,
+    parts: &[PartitionGauges],
+    name: &str,
+    help: &str,
+    value: impl Fn(&PartitionGauges) -> Option<i64>,
+) -> Result<(), fmt::Error> {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for p in parts {
+        if let Some(v) = value(p) {
+            let labels = [
+                ("topic", p.topic.clone()),
+                ("partition", p.partition.to_string()),
+            ];
+            m.encode_family(&labels)?.encode_gauge(&v)?;
+        }
+    }
+    Ok(())
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let shards = &self.shards;
+        {
+            let mut m = enc.encode_descriptor(
+                "kafka_requests",
+                "Kafka requests received, by API",
+                None,
+                MetricType::Counter,
+            )?;
+            for (shard, s) in shards.iter().enumerate() {
+                for (slot, &v) in s.requests.iter().enumerate().filter(|(_, v)| **v > 0) {
+                    let labels = [("shard", shard.to_string()), ("api", api_name(slot))];
+                    m.encode_family(&labels)?
+                        .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+                }
+            }
+        }
+        {
+            let mut all = ShardMetrics::default();
+            for s in shards {
+                all.merge(s);
+            }
+            let mut m = enc.encode_descriptor(
+                "kafka_request_latency",
+                "Kafka request latency, from the request read to the response written \
+                 (all shards; acks=0 produces have none)",
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?;
+            for (slot, h) in all.latency.iter().enumerate().filter(|(_, h)| h.count > 0) {
+                let labels = [("api", api_name(slot))];
+                histogram(&mut m.encode_family(&labels)?, h)?;
+            }
+        }
+        per_shard(
+            &mut enc,
+            shards,
+            "bytes_in",
+            "Record batch bytes produced",
+            |s| s.bytes_in,
+        )?;
+        per_shard(&mut enc, shards, "records_in", "Records produced", |s| {
+            s.records_in
+        })?;
+        per_shard(&mut enc, shards, "bytes_out", "Record bytes fetched", |s| {
+            s.bytes_out
+        })?;
+        per_shard(
+            &mut enc,
+            shards,
+            "connections_accepted",
+            "Kafka connections accepted",
+            |s| s.connections_accepted,
+        )?;
+        per_shard(
+            &mut enc,
+            shards,
+            "connections_closed",
+            "Kafka connections closed",
+            |s| s.connections_closed,
+        )?;
+        {
+            let mut m = enc.encode_descriptor(
+                "connections_active",
+                "Kafka connections open",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (shard, s) in shards.iter().enumerate() {
+                let open = s.connections_accepted.saturating_sub(s.connections_closed);
+                let labels = [("shard", shard.to_string())];
+                m.encode_family(&labels)?.encode_gauge(&open)?;
+            }
+        }
+        {
+            let mut m = enc.encode_descriptor(
+                "fsync_latency",
+                "fdatasync latency of the partition logs, queueing included",
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?;
+            for (shard, s) in shards.iter().enumerate().filter(|(_, s)| s.fsync.count > 0) {
+                let labels = [("shard", shard.to_string())];
+                histogram(&mut m.encode_family(&labels)?, &s.fsync)?;
+            }
+        }
+        let parts = &self.partitions;
+        per_partition(
+            &mut enc,
+            parts,
+            "partition_log_start_offset",
+            "First offset",
+            |p| Some(p.log_start),
+        )?;
+        per_partition(
+            &mut enc,
+            parts,
+            "partition_log_end_offset",
+            "Log end offset",
+            |p| Some(p.log_end),
+        )?;
+        per_partition(
+            &mut enc,
+            parts,
+            "partition_high_watermark",
+            "High watermark (where this node leads the partition, or runs alone)",
+            |p| p.high_watermark,
+        )?;
+        per_partition(
+            &mut enc,
+            parts,
+            "partition_size_bytes",
+            "Bytes on disk",
+            |p| i64::try_from(p.size_bytes).ok(),
+        )?;
+        per_partition(
+            &mut enc,
+            parts,
+            "partition_segments",
+            "Segment files",
+            |p| i64::try_from(p.segments).ok(),
+        )?;
+        let m = enc.encode_descriptor(
+            "metrics_partitions_left_out",
+            "Partitions over the series limit (limits::METRICS_PARTITION_SERIES_MAX), without series",
+            None,
+            MetricType::Gauge,
+        )?;
+        let mut m = m;
+        m.encode_gauge(&self.partitions_left_out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn text_format_names_labels_and_cumulative_buckets() {
+        let mut s0 = ShardMetrics::default();
+        s0.request(0);
+        s0.request(0);
+        s0.request_done(0, Duration::from_micros(5));
+        s0.request_done(0, Duration::from_micros(12));
+        s0.bytes_in = 100;
+        s0.connections_accepted = 3;
+        s0.connections_closed = 1;
+        let mut s1 = ShardMetrics::default();
+        s1.request(1);
+        s1.request_done(0, Duration::from_micros(12));
+        let text = encode(Scrape {
+            shards: vec![s0, s1],
+            partitions: vec![PartitionGauges {
+                topic: "t".into(),
+                partition: 3,
+                log_start: 0,
+                log_end: 42,
+                high_watermark: Some(40),
+                size_bytes: 4096,
+                segments: 1,
+            }],
+            partitions_left_out: 7,
+        });
+        for line in [
+            "strand_kafka_requests_total{shard=\"0\",api=\"Produce\"} 2",
+            "strand_kafka_requests_total{shard=\"1\",api=\"Fetch\"} 1",
+            "strand_kafka_request_latency_seconds_bucket{api=\"Produce\",le=\"8e-06\"} 1",
+            "strand_kafka_request_latency_seconds_bucket{api=\"Produce\",le=\"1.6e-05\"} 3",
+            "strand_kafka_request_latency_seconds_bucket{api=\"Produce\",le=\"+Inf\"} 3",
+            "strand_kafka_request_latency_seconds_count{api=\"Produce\"} 3",
+            "strand_kafka_request_latency_seconds_sum{api=\"Produce\"} 0.000029",
+            "strand_bytes_in_total{shard=\"0\"} 100",
+            "strand_connections_active{shard=\"0\"} 2",
+            "strand_partition_log_end_offset{topic=\"t\",partition=\"3\"} 42",
+            "strand_partition_high_watermark{topic=\"t\",partition=\"3\"} 40",
+            "strand_metrics_partitions_left_out 7",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in:\n{text}"
+            );
+        }
+        assert!(
+            !text.contains("bytes_in_total{shard=\"1\"}"),
+            "zeros left out"
+        );
+    }
+}

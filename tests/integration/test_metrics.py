@@ -1,0 +1,185 @@
+"""`GET /metrics` (#20): Prometheus's text format, every shard's counters gathered at scrape
+time. Checked by parsing the text ourselves, and through a real Prometheus server (Debian's
+`prometheus` package, scraping every second) when it is installed."""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from conftest import free_port, until
+
+LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def wait_listening(port):
+    until(f"port {port}", lambda: _connects(port), limit_s=15)
+
+
+def _connects(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def scrape(port):
+    """{(name, frozenset(labels)): value} and the Content-Type."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        ctype = r.headers["Content-Type"]
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = LINE.match(line)
+        assert m, f"not a sample line: {line!r}"
+        labels = frozenset(LABEL.findall(m.group(2) or ""))
+        out[(m.group(1), labels)] = float(m.group(3))
+    return out, ctype
+
+
+def total(samples, name, **want):
+    return sum(v for (n, labels), v in samples.items()
+               if n == name and all((k, w) in labels for k, w in want.items()))
+
+
+def make_topic(bootstrap, partitions):
+    topic = f"met-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    admin.close()
+    return topic
+
+
+def test_metrics_count_every_request_record_and_byte_across_shards(make_broker):
+    admin = free_port()
+    b = make_broker(cores=2, config={"admin.listen": f"127.0.0.1:{admin}"}).start()
+    wait_listening(admin)
+    topic = make_topic(b.bootstrap, 4)
+    before, ctype = scrape(admin)
+    assert ctype.startswith("text/plain; version=0.0.4"), ctype
+
+    n = 300
+    p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all", linger_ms=0)
+    for i in range(n):
+        p.send(topic, value=b"v" * 100, partition=i % 4).get(timeout=30)
+    p.close()
+    c = KafkaConsumer(bootstrap_servers=b.bootstrap, auto_offset_reset="earliest",
+                      consumer_timeout_ms=5000)
+    c.assign([TopicPartition(topic, k) for k in range(4)])
+    read = sum(1 for _ in c)
+    c.close()
+    assert read == n
+
+    after, _ = scrape(admin)
+
+    def delta(name, **want):
+        return total(after, name, **want) - total(before, name, **want)
+
+    produce = delta("strand_kafka_requests_total", api="Produce")
+    # One request per record (each waited for); metadata refreshes aside, nothing else.
+    assert produce == n, produce
+    assert delta("strand_records_in_total") == n, "no increment lost across shards"
+    assert delta("strand_bytes_in_total") >= n * 100
+    assert delta("strand_bytes_out_total") >= n * 100
+    assert delta("strand_kafka_request_latency_seconds_count", api="Produce") == produce
+    assert delta("strand_kafka_request_latency_seconds_bucket", api="Produce", le="+Inf") == produce
+    assert delta("strand_fsync_latency_seconds_count") > 0, "acks=all waits for fsyncs"
+    shards = {dict(labels)["shard"] for (name, labels) in after
+              if name == "strand_kafka_requests_total"}
+    assert shards == {"0", "1"}, shards
+    for k in range(4):
+        lbl = frozenset({("topic", topic), ("partition", str(k))})
+        assert after[("strand_partition_log_end_offset", lbl)] == n / 4
+        assert after[("strand_partition_high_watermark", lbl)] == n / 4
+        assert after[("strand_partition_segments", lbl)] >= 1
+    assert after[("strand_metrics_partitions_left_out", frozenset())] == 0
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{admin}/nope", timeout=10)
+        raise AssertionError("no 404")
+    except urllib.error.HTTPError as e:
+        assert e.code == 404 and "/metrics" in json.loads(e.read())["error"]
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="Debian's prometheus not installed")
+def test_a_real_prometheus_sees_the_produce_rate_and_latency_counts(make_broker):
+    admin = free_port()
+    b = make_broker(cores=2, config={"admin.listen": f"127.0.0.1:{admin}"}).start()
+    wait_listening(admin)
+    topic = make_topic(b.bootstrap, 2)
+    web = free_port()
+    tmp = tempfile.mkdtemp(prefix="strand-prom-")
+    cfg = os.path.join(tmp, "prometheus.yml")
+    with open(cfg, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                "scrape_configs:\n  - job_name: strand\n"
+                f"    static_configs:\n      - targets: ['127.0.0.1:{admin}']\n")
+    prom = subprocess.Popen(
+        ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp}/data",
+         f"--web.listen-address=127.0.0.1:{web}"],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "prometheus.log"), "w"))
+    try:
+        def query(q, at=None):
+            args = {"query": q, **({"time": f"{at:.3f}"} if at else {})}
+            url = f"http://127.0.0.1:{web}/api/v1/query?" + urllib.parse.urlencode(args)
+            with urllib.request.urlopen(url, timeout=10) as r:
+                body = json.loads(r.read())
+            assert body["status"] == "success", body
+            res = body["data"]["result"]
+            return float(res[0]["value"][1]) if res else None
+
+        def up():
+            try:
+                return query('up{job="strand"}') == 1
+            except OSError:
+                return False
+        until("prometheus scraping strand", up, limit_s=60)
+
+        # A steady, paced workload: one acknowledged produce request per 10 ms, 20 s.
+        p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all", linger_ms=0)
+        p.send(topic, value=b"warm").get(timeout=30)
+        time.sleep(2.5)  # two scrapes with the warm-up counted
+        t0 = time.time()
+        sent_at = []
+        for i in range(2000):
+            due = t0 + i * 0.01
+            now = time.time()
+            if due > now:
+                time.sleep(due - now)
+            p.send(topic, value=b"x" * 64, partition=i % 2).get(timeout=30)
+            sent_at.append(time.time())
+        t1 = time.time()
+        p.close()
+        time.sleep(3)  # scraped past the end
+
+        q = 'sum(strand_kafka_requests_total{api="Produce"})'
+        requests = query(q, t1 + 2) - query(q, t0 - 0.5)
+        assert requests == len(sent_at), (requests, len(sent_at))
+        lat = 'sum(strand_kafka_request_latency_seconds_count{api="Produce"})'
+        assert query(lat, t1 + 2) - query(lat, t0 - 0.5) == requests
+        # The rate over a 10 s window inside the workload, against the client's own count.
+        end = t0 + 15
+        rate = query('sum(rate(strand_kafka_requests_total{api="Produce"}[10s]))', end)
+        sent = sum(1 for t in sent_at if end - 10 < t <= end) / 10
+        assert abs(rate - sent) <= 0.05 * sent, (rate, sent)
+    finally:
+        prom.terminate()
+        try:
+            prom.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            prom.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
