@@ -248,6 +248,11 @@ pub const COORDINATOR_LOAD_RETRY_MS: u64 = 1_000;
 /// series each). The rest are counted in `strand_metrics_partitions_left_out`.
 pub const METRICS_PARTITION_SERIES_MAX: usize = 1_000;
 
+/// (group, partition) pairs with series of their own in `GET /metrics` (committed offset,
+/// lag), the first by name: two series each. The rest are counted in
+/// `strand_metrics_group_offsets_left_out`.
+pub const METRICS_GROUP_SERIES_MAX: usize = 1_000;
+
 /// Memory a shard lets its connections hold beyond their free allowance: request frames over
 /// `CONNECTION_FREE_BYTES` while they are read and handled, and replies (fetch results) queued
 /// for a client that reads slowly or not at all. A connection that would go over waits (it

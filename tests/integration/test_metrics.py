@@ -15,7 +15,7 @@ import urllib.request
 import uuid
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from conftest import free_port, until
@@ -78,12 +78,21 @@ def test_metrics_count_every_request_record_and_byte_across_shards(make_broker):
     for i in range(n):
         p.send(topic, value=b"v" * 100, partition=i % 4).get(timeout=30)
     p.close()
+    group = f"lagger-{uuid.uuid4().hex[:6]}"
     c = KafkaConsumer(bootstrap_servers=b.bootstrap, auto_offset_reset="earliest",
-                      consumer_timeout_ms=5000)
+                      consumer_timeout_ms=5000, group_id=group, enable_auto_commit=False)
     c.assign([TopicPartition(topic, k) for k in range(4)])
     read = sum(1 for _ in c)
+    c.commit()
     c.close()
     assert read == n
+    # The group is paused (no consumer) while more is produced: its lag is exactly that.
+    more = 37
+    p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all", linger_ms=0)
+    for i in range(more):
+        p.send(topic, value=b"w", partition=i % 4).get(timeout=30)
+    p.close()
+    n_all = n + more
 
     after, _ = scrape(admin)
 
@@ -92,8 +101,8 @@ def test_metrics_count_every_request_record_and_byte_across_shards(make_broker):
 
     produce = delta("strand_kafka_requests_total", api="Produce")
     # One request per record (each waited for); metadata refreshes aside, nothing else.
-    assert produce == n, produce
-    assert delta("strand_records_in_total") == n, "no increment lost across shards"
+    assert produce == n_all, produce
+    assert delta("strand_records_in_total") == n_all, "no increment lost across shards"
     assert delta("strand_bytes_in_total") >= n * 100
     assert delta("strand_bytes_out_total") >= n * 100
     assert delta("strand_kafka_request_latency_seconds_count", api="Produce") == produce
@@ -104,9 +113,13 @@ def test_metrics_count_every_request_record_and_byte_across_shards(make_broker):
     assert shards == {"0", "1"}, shards
     for k in range(4):
         lbl = frozenset({("topic", topic), ("partition", str(k))})
-        assert after[("strand_partition_log_end_offset", lbl)] == n / 4
-        assert after[("strand_partition_high_watermark", lbl)] == n / 4
+        end = n / 4 + len(range(k, more, 4))
+        assert after[("strand_partition_log_end_offset", lbl)] == end
+        assert after[("strand_partition_high_watermark", lbl)] == end
         assert after[("strand_partition_segments", lbl)] >= 1
+        glbl = lbl | {("group", group)}
+        assert after[("strand_group_committed_offset", glbl)] == n / 4
+    assert total(after, "strand_group_lag", group=group) == more
     assert after[("strand_metrics_partitions_left_out", frozenset())] == 0
     try:
         urllib.request.urlopen(f"http://127.0.0.1:{admin}/nope", timeout=10)
@@ -152,6 +165,14 @@ def test_a_real_prometheus_sees_the_produce_rate_and_latency_counts(make_broker)
         # A steady, paced workload: one acknowledged produce request per 10 ms, 20 s.
         p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all", linger_ms=0)
         p.send(topic, value=b"warm").get(timeout=30)
+        # A group that commits the current end and then stays away (paused).
+        group = f"paused-{uuid.uuid4().hex[:6]}"
+        c = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=group,
+                          enable_auto_commit=False)
+        tps = [TopicPartition(topic, k) for k in range(2)]
+        c.assign(tps)
+        c.commit({tp: OffsetAndMetadata(off, "", -1) for tp, off in c.end_offsets(tps).items()})
+        c.close()
         time.sleep(2.5)  # two scrapes with the warm-up counted
         t0 = time.time()
         sent_at = []
@@ -176,6 +197,8 @@ def test_a_real_prometheus_sees_the_produce_rate_and_latency_counts(make_broker)
         rate = query('sum(rate(strand_kafka_requests_total{api="Produce"}[10s]))', end)
         sent = sum(1 for t in sent_at if end - 10 < t <= end) / 10
         assert abs(rate - sent) <= 0.05 * sent, (rate, sent)
+        lag = query(f'sum(strand_group_lag{{group="{group}"}})', t1 + 2)
+        assert lag == len(sent_at), (lag, len(sent_at))
     finally:
         prom.terminate()
         try:

@@ -29,6 +29,17 @@ pub struct PartitionGauges {
     pub segments: u64,
 }
 
+/// A group's committed offset for one partition, and its lag: the partition's high watermark
+/// less the offset, where this node knows the high watermark.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupOffset {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    pub committed: i64,
+    pub lag: Option<i64>,
+}
+
 /// Everything one scrape shows.
 #[derive(Clone, Debug, Default)]
 pub struct Scrape {
@@ -38,6 +49,10 @@ pub struct Scrape {
     pub partitions: Vec<PartitionGauges>,
     /// Partitions past the limit, without series of their own.
     pub partitions_left_out: u64,
+    /// Sorted by (group, topic, partition); at most `limits::METRICS_GROUP_SERIES_MAX`.
+    pub group_offsets: Vec<GroupOffset>,
+    /// Group offsets past that limit.
+    pub group_offsets_left_out: u64,
 }
 
 /// The scrape as the text body of `GET /metrics`.
@@ -236,14 +251,47 @@ impl Collector for Scrape {
             "Segment files",
             |p| i64::try_from(p.segments).ok(),
         )?;
-        let m = enc.encode_descriptor(
-            "metrics_partitions_left_out",
-            "Partitions over the series limit (limits::METRICS_PARTITION_SERIES_MAX), without series",
-            None,
-            MetricType::Gauge,
-        )?;
-        let mut m = m;
-        m.encode_gauge(&self.partitions_left_out)
+        for (name, help, value) in [
+            (
+                "group_committed_offset",
+                "A consumer group's committed offset (groups this node coordinates)",
+                (|g: &GroupOffset| Some(g.committed)) as fn(&GroupOffset) -> Option<i64>,
+            ),
+            (
+                "group_lag",
+                "Records past a group's committed offset: high watermark less the offset \
+                 (where this node knows the high watermark)",
+                |g: &GroupOffset| g.lag,
+            ),
+        ] {
+            let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for g in &self.group_offsets {
+                if let Some(v) = value(g) {
+                    let labels = [
+                        ("group", g.group.clone()),
+                        ("topic", g.topic.clone()),
+                        ("partition", g.partition.to_string()),
+                    ];
+                    m.encode_family(&labels)?.encode_gauge(&v)?;
+                }
+            }
+        }
+        for (name, help, v) in [
+            (
+                "metrics_partitions_left_out",
+                "Partitions over the series limit (limits::METRICS_PARTITION_SERIES_MAX)",
+                self.partitions_left_out,
+            ),
+            (
+                "metrics_group_offsets_left_out",
+                "Group offsets over the series limit (limits::METRICS_GROUP_SERIES_MAX)",
+                self.group_offsets_left_out,
+            ),
+        ] {
+            enc.encode_descriptor(name, help, None, MetricType::Gauge)?
+                .encode_gauge(&v)?;
+        }
+        Ok(())
     }
 }
 
@@ -277,6 +325,14 @@ mod tests {
                 segments: 1,
             }],
             partitions_left_out: 7,
+            group_offsets: vec![GroupOffset {
+                group: "g".into(),
+                topic: "t".into(),
+                partition: 3,
+                committed: 30,
+                lag: Some(10),
+            }],
+            group_offsets_left_out: 0,
         });
         for line in [
             "strand_kafka_requests_total{shard=\"0\",api=\"Produce\"} 2",
@@ -291,6 +347,8 @@ mod tests {
             "strand_partition_log_end_offset{topic=\"t\",partition=\"3\"} 42",
             "strand_partition_high_watermark{topic=\"t\",partition=\"3\"} 40",
             "strand_metrics_partitions_left_out 7",
+            "strand_group_committed_offset{group=\"g\",topic=\"t\",partition=\"3\"} 30",
+            "strand_group_lag{group=\"g\",topic=\"t\",partition=\"3\"} 10",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -4,7 +4,9 @@
 use futures_channel::oneshot;
 
 use super::{Node, ShardMsg};
-use crate::metrics::expose::{PartitionGauges, Scrape};
+use std::collections::HashMap;
+
+use crate::metrics::expose::{GroupOffset, PartitionGauges, Scrape};
 use crate::metrics::ShardMetrics;
 
 /// What one shard sends for a scrape.
@@ -12,6 +14,8 @@ use crate::metrics::ShardMetrics;
 pub struct ShardScrape {
     pub counters: ShardMetrics,
     pub partitions: Vec<PartitionGauges>,
+    /// (group, topic, partition, committed offset) of the groups this shard coordinates.
+    pub committed: Vec<(String, String, i32, i64)>,
 }
 
 impl Node {
@@ -37,9 +41,22 @@ impl Node {
                 segments: log.segment_count() as u64,
             })
             .collect();
+        let committed = self
+            .groups
+            .borrow()
+            .coordinator
+            .groups
+            .values()
+            .flat_map(|g| {
+                g.offsets
+                    .iter()
+                    .map(|((t, p), c)| (g.id.clone(), t.clone(), *p, c.offset))
+            })
+            .collect();
         ShardScrape {
             counters: crate::metrics::snapshot(),
             partitions,
+            committed,
         }
     }
 
@@ -62,11 +79,35 @@ impl Node {
             }
         }
         let mut partitions: Vec<PartitionGauges> = Vec::new();
+        let mut committed = Vec::new();
         let mut shards = Vec::with_capacity(parts.len());
         for p in parts {
             shards.push(p.counters);
             partitions.extend(p.partitions);
+            committed.extend(p.committed);
         }
+        let hw: HashMap<(&str, i32), i64> = partitions
+            .iter()
+            .filter_map(|p| Some(((p.topic.as_str(), p.partition), p.high_watermark?)))
+            .collect();
+        let mut group_offsets: Vec<GroupOffset> = committed
+            .into_iter()
+            .map(|(group, topic, partition, offset)| GroupOffset {
+                lag: hw
+                    .get(&(topic.as_str(), partition))
+                    .map(|&end| (end - offset).max(0)),
+                group,
+                topic,
+                partition,
+                committed: offset,
+            })
+            .collect();
+        group_offsets.sort_by(|a, b| {
+            (&a.group, &a.topic, a.partition).cmp(&(&b.group, &b.topic, b.partition))
+        });
+        let group_max = crate::limits::METRICS_GROUP_SERIES_MAX;
+        let group_left_out = group_offsets.len().saturating_sub(group_max) as u64;
+        group_offsets.truncate(group_max);
         partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         let max = crate::limits::METRICS_PARTITION_SERIES_MAX;
         let left_out = partitions.len().saturating_sub(max) as u64;
@@ -75,6 +116,8 @@ impl Node {
             shards,
             partitions,
             partitions_left_out: left_out,
+            group_offsets,
+            group_offsets_left_out: group_left_out,
         }
     }
 }
