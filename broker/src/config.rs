@@ -25,6 +25,9 @@ pub struct BrokerConfig {
     pub data_dir: PathBuf,
     /// `admin.listen`: `HOST:PORT` of the admin HTTP API (`admin_http`); empty: off.
     pub admin_listen: String,
+    /// `metrics.enabled`: shards count what `GET /metrics` shows (`metrics`); off, they count
+    /// nothing (the scrape answers zeros) — for measuring what counting costs.
+    pub metrics_enabled: bool,
     /// Shards (one pinned executor per core); `None` = every online core.
     pub cores: Option<usize>,
     /// Defaults for every partition's log.
@@ -108,6 +111,7 @@ impl Default for BrokerConfig {
             listen: DEFAULT_LISTEN.to_string(),
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             admin_listen: DEFAULT_ADMIN_LISTEN.to_string(),
+            metrics_enabled: true,
             cores: None,
             log: LogConfig::default(),
             retention_check_interval_ms: 300_000,
@@ -142,6 +146,8 @@ pub struct FileConfig {
     pub data_dir: Option<PathBuf>,
     #[serde(rename = "admin.listen")]
     pub admin_listen: Option<String>,
+    #[serde(rename = "metrics.enabled")]
+    pub metrics_enabled: Option<bool>,
     pub cores: Option<usize>,
     #[serde(rename = "log.segment.bytes")]
     pub segment_bytes: Option<u64>,
@@ -331,6 +337,7 @@ impl BrokerConfig {
         set!(self.connections_max_idle_ms, f.connections_max_idle_ms);
         set!(self.fetch_max_bytes, f.fetch_max_bytes);
         set!(self.admin_listen, f.admin_listen);
+        set!(self.metrics_enabled, f.metrics_enabled);
         set!(
             self.max_incremental_fetch_session_cache_slots,
             f.max_incremental_fetch_session_cache_slots

@@ -214,6 +214,7 @@ async fn shard_main(
     let inbox = inbox.ok_or_else(|| io::Error::other(format!("shard {id} has no inbox")))?;
     let bells = bells.ok_or_else(|| io::Error::other(format!("shard {id} has no doorbells")))?;
     crate::runtime::wake::start(id, doorbells, bells).await;
+    crate::metrics::set_enabled(shared.config.metrics_enabled);
     let node = Node::new(id, Arc::clone(&shared));
     let data_dir = shared.config.data_dir.clone();
     let catalog = match &shared.config.cluster {

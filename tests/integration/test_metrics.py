@@ -128,6 +128,21 @@ def test_metrics_count_every_request_record_and_byte_across_shards(make_broker):
         assert e.code == 404 and "/metrics" in json.loads(e.read())["error"]
 
 
+def test_metrics_off_counts_nothing(make_broker):
+    admin = free_port()
+    b = make_broker(config={"admin.listen": f"127.0.0.1:{admin}",
+                            "metrics.enabled": False}).start()
+    wait_listening(admin)
+    p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all", linger_ms=0)
+    p.send(f"off-{uuid.uuid4().hex[:6]}", value=b"x").get(timeout=30)
+    p.close()
+    samples, _ = scrape(admin)
+    assert total(samples, "strand_kafka_requests_total") == 0
+    assert total(samples, "strand_records_in_total") == 0
+    # Partition gauges are read at scrape time, not counted: still there.
+    assert total(samples, "strand_partition_log_end_offset") == 1
+
+
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="Debian's prometheus not installed")
 def test_a_real_prometheus_sees_the_produce_rate_and_latency_counts(make_broker):
     admin = free_port()

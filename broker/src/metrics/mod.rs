@@ -142,11 +142,19 @@ impl ShardMetrics {
 
 thread_local! {
     static LOCAL: RefCell<ShardMetrics> = RefCell::new(ShardMetrics::default());
+    static ENABLED: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
 }
 
-/// Runs `f` on this thread's (shard's) counters.
-pub fn with<R>(f: impl FnOnce(&mut ShardMetrics) -> R) -> R {
-    LOCAL.with(|m| f(&mut m.borrow_mut()))
+/// `metrics.enabled` for this thread (shard), set when the shard starts.
+pub fn set_enabled(on: bool) {
+    ENABLED.with(|e| e.set(on));
+}
+
+/// Runs `f` on this thread's (shard's) counters, unless counting is off.
+pub fn with(f: impl FnOnce(&mut ShardMetrics)) {
+    if ENABLED.with(|e| e.get()) {
+        LOCAL.with(|m| f(&mut m.borrow_mut()));
+    }
 }
 
 /// A copy of this shard's counters.
