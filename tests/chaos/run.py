@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import checker  # noqa: E402
 import harness  # noqa: E402
+import segments  # noqa: E402
 import timeline  # noqa: E402
 import workloads  # noqa: E402
 from workloads import OUT_TOPIC, TOPIC  # noqa: E402
@@ -123,7 +124,12 @@ def run(args):
     with open(os.path.join(out, "history.jsonl"), "w") as f:
         for e in history.events:
             f.write(json.dumps(e) + "\n")
-    result = checker.check(history.events)
+    # Which producer (id, epoch) wrote each offset, from the stopped nodes' segments: the
+    # checker tells a broker's duplicate from a client's re-send under a new epoch with it.
+    tps = [(TOPIC, p) for p in range(args.partitions)]
+    tps += [(OUT_TOPIC, p) for p in range(args.out_partitions)]
+    batches = segments.producer_batches(cluster.work, tps)
+    result = checker.check(history.events, batches=batches)
     counts = {k: sum(1 for e in history.events if e.get("f") == "fault" and
                      e.get("type") == "start" and e.get("fault") == k) for k in kinds}
     text = (f"seed {args.seed}, {args.nodes} nodes, {args.seconds} s, {where}; workloads: "

@@ -99,3 +99,49 @@ def test_concurrent_sends_may_land_in_any_order():
 def test_a_partition_the_final_read_missed_is_not_counted_lost():
     h = send("p1", "x", 3, 0, t0=1, t1=2)
     assert checker.check(h)["counts"]["lost"] == 0
+
+
+class FakeBatches:
+    """segments.Batches for a test: offset -> (producer id, epoch)."""
+
+    def __init__(self, producers):
+        self.producers = producers
+
+    def producer_at(self, offset):
+        return self.producers.get(offset)
+
+
+def test_a_duplicate_under_one_producer_epoch_is_an_anomaly_a_new_epoch_explains_it():
+    h = clean()
+    h.append(read("p1-3", 0, 12))          # p1-3 also at offset 12
+    same = {o: (7, 0) for o in range(13)}   # one producer epoch wrote both copies
+    r = checker.check(h, batches={("chaos", 0): FakeBatches(same)})
+    assert r["counts"]["duplicate"] == 1, checker.report(r)
+    bumped = dict(same)
+    bumped[12] = (7, 3)                     # the second copy under a new epoch
+    r = checker.check(h, batches={("chaos", 0): FakeBatches(bumped)})
+    assert r["counts"]["duplicate"] == 0 and r["stats"]["dup_new_epoch"] == 1, checker.report(r)
+    assert "new producer epoch" in checker.report(r)
+    # Without the batches nothing is explained.
+    assert checker.check(h)["counts"]["duplicate"] == 1
+
+
+def test_an_output_duplicate_follows_an_input_read_twice():
+    h = clean()
+    h.append(read("p1-3", 0, 12))
+    h.append({"t": 50, "proc": "final", "f": "read", "type": "ok", "topic": "chaos-out",
+              "partition": 0, "offset": 0, "value": "x-p1-3"})
+    h.append({"t": 50, "proc": "final", "f": "read", "type": "ok", "topic": "chaos-out",
+              "partition": 0, "offset": 1, "value": "x-p1-3"})
+    r = checker.check(h)
+    assert r["counts"]["duplicate"] == 1, "only the input's own duplicate"
+    assert r["stats"]["dup_from_input"] == 1
+
+
+def test_an_acknowledgement_without_an_offset_is_not_inconsistent():
+    h = clean()
+    h += [{"t": 60, "proc": "p9", "f": "send", "type": "invoke", "value": "p9-0", "partition": 1},
+          {"t": 61, "proc": "p9", "f": "send", "type": "ok", "value": "p9-0", "partition": 1,
+           "offset": None}, read("p9-0", 1, 5)]
+    r = checker.check(h)
+    assert r["counts"] == dict.fromkeys(checker.ANOMALIES, 0), checker.report(r)
