@@ -121,6 +121,13 @@ def test_metrics_count_every_request_record_and_byte_across_shards(make_broker):
         assert after[("strand_group_committed_offset", glbl)] == n / 4
     assert total(after, "strand_group_lag", group=group) == more
     assert after[("strand_metrics_partitions_left_out", frozenset())] == 0
+    # Every series the Grafana dashboard queries is one the broker exposes.
+    dash = os.path.join(os.path.dirname(__file__), "..", "..", "dashboards", "strand.json")
+    with open(dash) as f:
+        exprs = [t["expr"] for p in json.load(f)["panels"] for t in p.get("targets", [])]
+    wanted = {n for e in exprs for n in re.findall(r"strand_[a-z_]+", e)}
+    exposed = {n for (n, _) in after}
+    assert wanted and wanted <= exposed, sorted(wanted - exposed)
     try:
         urllib.request.urlopen(f"http://127.0.0.1:{admin}/nope", timeout=10)
         raise AssertionError("no 404")
