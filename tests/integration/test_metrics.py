@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -121,6 +122,16 @@ def test_metrics_count_every_request_record_and_byte_across_shards(make_broker):
         assert after[("strand_group_committed_offset", glbl)] == n / 4
     assert total(after, "strand_group_lag", group=group) == more
     assert after[("strand_metrics_partitions_left_out", frozenset())] == 0
+    # A request that cannot be decoded closes its connection, counted as its API's error.
+    host, port = b.bootstrap.split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        body = struct.pack(">hhih", 0, 9, 7, -1) + b"\xff" * 16  # Produce v9, garbage
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        sock.settimeout(5)
+        assert sock.recv(1) == b"", "the broker closes the connection"
+    closed, _ = scrape(admin)
+    assert total(closed, "strand_kafka_request_errors_total", api="Produce",
+                 error="CONNECTION_CLOSED") == 1
     # Every series the Grafana dashboard queries is one the broker exposes.
     dash = os.path.join(os.path.dirname(__file__), "..", "..", "dashboards", "strand.json")
     with open(dash) as f:

@@ -246,6 +246,9 @@ async fn read_requests(
                 Ok(x) => x,
                 Err(e) => {
                     warn!(%peer, error = %e, "undecodable request; closing connection");
+                    crate::metrics::with(|m| {
+                        m.error(prefix.api_key, crate::metrics::CONNECTION_CLOSED)
+                    });
                     return Ok(());
                 }
             };
@@ -262,6 +265,7 @@ async fn read_requests(
             (0, Handled::Now(reply))
         } else {
             warn!(%peer, ?api, version, "unsupported API or version; closing connection");
+            crate::metrics::with(|m| m.error(prefix.api_key, crate::metrics::CONNECTION_CLOSED));
             return Ok(());
         };
         let reply = match handled {

@@ -198,6 +198,7 @@ fn failed(
 ) -> FetchPartition {
     use strand_wire::ErrorCode::{FencedLeaderEpoch, NotLeaderOrFollower};
     let redirect = matches!(code, NotLeaderOrFollower | FencedLeaderEpoch) && version >= 12;
+    crate::metrics::with(|m| m.error(1, code.code()));
     FetchPartition {
         index,
         error_code: code.code(),

@@ -161,6 +161,7 @@ pub async fn handle(node: &Rc<Node>, req: ProduceRequest, version: i16) -> Optio
                         pr.log_append_time_ms = a.log_append_time_ms;
                     }
                     Err(code) => {
+                        crate::metrics::with(|m| m.error(0, code.code()));
                         pr.error_code = code.code();
                         pr.base_offset = -1;
                         if code == ErrorCode::NotLeaderOrFollower && version >= 10 {

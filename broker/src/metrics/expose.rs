@@ -11,7 +11,7 @@ use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::{Hist, ShardMetrics, API_KEYS, HIST_BUCKETS};
+use super::{Hist, ShardMetrics, API_KEYS, CONNECTION_CLOSED, HIST_BUCKETS};
 
 /// The Content-Type of the answer.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -75,6 +75,25 @@ fn api_name(slot: usize) -> String {
         .ok()
         .and_then(|k| strand_wire::kafka::messages::ApiKey::try_from(k).ok())
         .map_or_else(|| format!("api_{slot}"), |k| format!("{k:?}"))
+}
+
+/// Kafka's name of an error code (`NOT_LEADER_OR_FOLLOWER`), as its clients print them.
+fn error_name(code: i16) -> String {
+    if code == CONNECTION_CLOSED {
+        return "CONNECTION_CLOSED".into();
+    }
+    let Some(known) = strand_wire::ErrorCode::from_code(code) else {
+        return format!("CODE_{code}");
+    };
+    let camel = format!("{known:?}");
+    let mut out = String::with_capacity(camel.len() + 8);
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
 }
 
 fn histogram(
@@ -141,6 +160,31 @@ impl Collector for Scrape {
             for (shard, s) in shards.iter().enumerate() {
                 for (slot, &v) in s.requests.iter().enumerate().filter(|(_, v)| **v > 0) {
                     let labels = [("shard", shard.to_string()), ("api", api_name(slot))];
+                    m.encode_family(&labels)?
+                        .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+                }
+            }
+        }
+        {
+            let mut m = enc.encode_descriptor(
+                "kafka_request_errors",
+                "Errors answered: per partition for Produce and Fetch; CONNECTION_CLOSED for \
+                 a request that closed its connection (undecodable, unsupported version)",
+                None,
+                MetricType::Counter,
+            )?;
+            for (shard, s) in shards.iter().enumerate() {
+                let mut errors: Vec<_> = s.errors.iter().collect();
+                errors.sort();
+                for (&(api, code), &v) in errors {
+                    let slot = usize::try_from(api)
+                        .unwrap_or(API_KEYS - 1)
+                        .min(API_KEYS - 1);
+                    let labels = [
+                        ("shard", shard.to_string()),
+                        ("api", api_name(slot)),
+                        ("error", error_name(code)),
+                    ];
                     m.encode_family(&labels)?
                         .encode_counter::<NoLabelSet, _, u64>(&v, None)?;
                 }
@@ -308,6 +352,9 @@ mod tests {
         s0.request_done(0, Duration::from_micros(5));
         s0.request_done(0, Duration::from_micros(12));
         s0.bytes_in = 100;
+        s0.error(0, 6);
+        s0.error(0, 6);
+        s0.error(1, crate::metrics::CONNECTION_CLOSED);
         s0.connections_accepted = 3;
         s0.connections_closed = 1;
         let mut s1 = ShardMetrics::default();
@@ -343,6 +390,8 @@ mod tests {
             "strand_kafka_request_latency_seconds_count{api=\"Produce\"} 3",
             "strand_kafka_request_latency_seconds_sum{api=\"Produce\"} 0.000029",
             "strand_bytes_in_total{shard=\"0\"} 100",
+            "strand_kafka_request_errors_total{shard=\"0\",api=\"Produce\",error=\"NOT_LEADER_OR_FOLLOWER\"} 2",
+            "strand_kafka_request_errors_total{shard=\"0\",api=\"Fetch\",error=\"CONNECTION_CLOSED\"} 1",
             "strand_connections_active{shard=\"0\"} 2",
             "strand_partition_log_end_offset{topic=\"t\",partition=\"3\"} 42",
             "strand_partition_high_watermark{topic=\"t\",partition=\"3\"} 40",

@@ -11,10 +11,15 @@
 pub mod expose;
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// Buckets of a [`Hist`]: 23 bounded ones and `+Inf`.
 pub const HIST_BUCKETS: usize = 24;
+
+/// The "error code" of a request that closed its connection (undecodable, or an API version
+/// not supported): no Kafka error code was sent.
+pub const CONNECTION_CLOSED: i16 = i16::MIN;
 
 /// Kafka API keys counted one by one (every key below this; Kafka's go to 92 today); any
 /// other key is counted in the last slot.
@@ -93,6 +98,10 @@ pub struct ShardMetrics {
     pub connections_closed: u64,
     /// fdatasync latency of this shard's partition logs.
     pub fsync: Hist,
+    /// Errors answered, by (API key, Kafka error code): per partition for Produce and Fetch,
+    /// [`CONNECTION_CLOSED`] for a request that closed its connection. Bounded: the keys
+    /// are Kafka's APIs and error codes.
+    pub errors: HashMap<(i16, i16), u64>,
 }
 
 fn api_slot(api_key: i16) -> usize {
@@ -117,6 +126,10 @@ impl ShardMetrics {
         self.latency[api_slot(api_key)].observe(took);
     }
 
+    pub fn error(&mut self, api_key: i16, code: i16) {
+        *self.errors.entry((api_key, code)).or_default() += 1;
+    }
+
     /// Adds another shard's counts.
     pub fn merge(&mut self, other: &ShardMetrics) {
         if self.requests.is_empty() {
@@ -137,6 +150,9 @@ impl ShardMetrics {
         self.connections_accepted += other.connections_accepted;
         self.connections_closed += other.connections_closed;
         self.fsync.merge(&other.fsync);
+        for (k, v) in &other.errors {
+            *self.errors.entry(*k).or_default() += v;
+        }
     }
 }
 
