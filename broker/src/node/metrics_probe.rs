@@ -1,11 +1,11 @@
 //! `GET /metrics` on the node side: each shard's counters (`crate::metrics`) and the gauges
 //! of the partitions it owns, gathered from every shard at once.
 
+use std::collections::HashMap;
+
 use futures_channel::oneshot;
 
 use super::{Node, ShardMsg};
-use std::collections::HashMap;
-
 use crate::metrics::expose::{GroupOffset, PartitionGauges, Scrape};
 use crate::metrics::ShardMetrics;
 
