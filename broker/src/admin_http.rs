@@ -2,8 +2,11 @@
 //! served by shard 0 on its own executor. One request per connection (`Connection: close`).
 //!
 //! - `GET /v1/status/live`: 200 while the broker runs. `GET /v1/status/ready`: the same,
-//!   except 503 on a cluster node whose view has not caught up with the metadata log since
-//!   it started (`ClusterView::caught_up`).
+//!   except 503 until every shard's Kafka listener is bound, after a stop signal, and on a
+//!   cluster node whose view has not caught up with the metadata log since it started
+//!   (`ClusterView::caught_up`).
+//! - `GET /v1/partitions[?topic=T]`: every partition with a replica here (`node::admin_views`).
+//! - `GET /v1/groups`: the groups this node coordinates, with committed offsets and lag.
 //! - `GET /v1/stages`: every shard's request-stage histograms merged (`stages`), as JSON:
 //!   `{"stages": [{"api", "stage", "count", "p50_us", "p99_us", "p999_us", "max_us"}]}`.
 //!   `?reset=true` empties them after the copy, so a bench can measure exactly its window.
@@ -149,14 +152,9 @@ async fn respond_json(node: &Rc<Node>, head: &[u8]) -> (&'static str, String) {
     let (route, query) = path.split_once('?').unwrap_or((path.as_str(), ""));
     match route {
         "/v1/status/live" => ("200 OK", "{\"status\":\"ok\"}".into()),
-        // Ready: serving. A cluster node is not until its view has caught up with the
-        // metadata log since it started (it leads nothing before that).
-        "/v1/status/ready" => match node.catalog().cluster.as_ref() {
-            Some(view) if !view.caught_up => (
-                "503 Service Unavailable",
-                error_body("not caught up with the cluster's metadata log yet"),
-            ),
-            _ => ("200 OK", "{\"status\":\"ok\"}".into()),
+        "/v1/status/ready" => match not_ready(node) {
+            Some(why) => ("503 Service Unavailable", error_body(why)),
+            None => ("200 OK", "{\"status\":\"ok\"}".into()),
         },
         "/v1/cluster" => match &node.shared.cluster {
             None => (
@@ -187,6 +185,17 @@ async fn respond_json(node: &Rc<Node>, head: &[u8]) -> (&'static str, String) {
                 }
             },
         },
+        "/v1/partitions" => {
+            let topic = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("topic="))
+                .map(percent_decoded);
+            (
+                "200 OK",
+                node.partitions_view(topic.as_deref()).await.to_string(),
+            )
+        }
+        "/v1/groups" => ("200 OK", node.groups_view().await.to_string()),
         "/v1/stages" => {
             let reset = query.split('&').any(|kv| kv == "reset=true");
             let stages = node.all_stages(reset).await;
@@ -199,9 +208,56 @@ async fn respond_json(node: &Rc<Node>, head: &[u8]) -> (&'static str, String) {
         _ => (
             "404 Not Found",
             error_body(&format!(
-                "no route {route:?}: try /metrics, /v1/status/live, /v1/status/ready, /v1/stages, /v1/cluster"
+                "no route {route:?}: try /metrics, /v1/status/live, /v1/status/ready, \
+                 /v1/partitions, /v1/groups, /v1/stages, /v1/cluster"
             )),
         ),
+    }
+}
+
+/// `%XX` escapes decoded (a topic name in a query); bytes that are not valid UTF-8 after
+/// decoding become U+FFFD, so they match no topic.
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Why the broker is not ready to serve clients, if it is not: every shard's Kafka listener
+/// must be bound, no stop signal received, and a cluster node's view caught up with the
+/// metadata log since it started (it leads nothing before that).
+fn not_ready(node: &Node) -> Option<&'static str> {
+    let bound = node
+        .shared
+        .listeners_bound
+        .load(std::sync::atomic::Ordering::Acquire);
+    if bound < node.shards() {
+        return Some("the Kafka listener is not bound yet");
+    }
+    if crate::shutdown::requested() {
+        return Some("shutting down");
+    }
+    match node.catalog().cluster.as_ref() {
+        Some(view) if !view.caught_up => Some("not caught up with the cluster's metadata log yet"),
+        _ => None,
     }
 }
 

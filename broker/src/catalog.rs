@@ -277,15 +277,17 @@ impl Catalog {
         self.topics.values().map(|m| i64::from(m.partitions)).sum()
     }
 
-    /// As [`Catalog::apply`], but an item that would take the catalog past `partitions_max`
-    /// partitions in all is refused with POLICY_VIOLATION (the items before it still apply).
-    pub fn apply_within(&mut self, op: &CatalogOp, partitions_max: i64) -> Vec<OpResult> {
+    /// As [`Catalog::apply`], but an item that would take the catalog past `limit.0`
+    /// partitions in all is refused with POLICY_VIOLATION (the items before it still apply);
+    /// `limit.1` says where the limit comes from.
+    pub fn apply_within(&mut self, op: &CatalogOp, limit: &(i64, String)) -> Vec<OpResult> {
+        let (partitions_max, why) = (limit.0, &limit.1);
         let over = |total: i64, adds: i64| {
             Err((
                 ErrorCode::PolicyViolation,
                 format!(
                     "the node holds {total} partitions; {adds} more would pass its limit of \
-                     {partitions_max} (topic.partitions.per.shard x shards)"
+                     {partitions_max} ({why})"
                 ),
             ))
         };
@@ -506,10 +508,16 @@ mod tests {
             replication_factor: -1,
             configs: Default::default(),
         };
-        let r = c.apply_within(&CatalogOp::Create(vec![new("b", 3), new("c", 3)]), 5);
+        let r = c.apply_within(
+            &CatalogOp::Create(vec![new("b", 3), new("c", 3)]),
+            &(5, "x".into()),
+        );
         assert!(r[0].is_ok());
         assert_eq!(r[1].as_ref().unwrap_err().0, ErrorCode::PolicyViolation);
-        let r = c.apply_within(&CatalogOp::CreatePartitions(vec![("b".into(), 6)]), 5);
+        let r = c.apply_within(
+            &CatalogOp::CreatePartitions(vec![("b".into(), 6)]),
+            &(5, "x".into()),
+        );
         assert_eq!(r[0].as_ref().unwrap_err().0, ErrorCode::PolicyViolation);
         assert_eq!(c.topics.keys().collect::<Vec<_>>(), ["b"]);
     }

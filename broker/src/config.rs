@@ -61,6 +61,10 @@ pub struct BrokerConfig {
     /// `topic.partitions.per.shard` (Redpanda's `topic_partitions_per_shard`): the node holds
     /// at most this many partitions per shard; creating more is refused with POLICY_VIOLATION.
     pub topic_partitions_per_shard: i32,
+    /// `topic.fds.per.partition` (Redpanda's `topic_fds_per_partition`): open files a
+    /// partition is counted at when topics are created; partitions may take the open-files
+    /// limit less what client connections may (`partitions_max`).
+    pub topic_fds_per_partition: i32,
     /// `storage.min.free.bytes` (Redpanda's name): below this much free space on the data
     /// directory's filesystem, produce and new topics are refused.
     pub storage_min_free_bytes: u64,
@@ -126,6 +130,7 @@ impl Default for BrokerConfig {
             max_connections: i32::MAX,
             max_connections_per_ip: i32::MAX,
             topic_partitions_per_shard: 5_000,
+            topic_fds_per_partition: 2,
             storage_min_free_bytes: 1 << 30,
             transaction_max_timeout_ms: 900_000,
             cleaner: CleanerConfig::default(),
@@ -207,6 +212,8 @@ pub struct FileConfig {
     pub max_connections_per_ip: Option<i32>,
     #[serde(rename = "topic.partitions.per.shard")]
     pub topic_partitions_per_shard: Option<i32>,
+    #[serde(rename = "topic.fds.per.partition")]
+    pub topic_fds_per_partition: Option<i32>,
     #[serde(rename = "storage.min.free.bytes")]
     pub storage_min_free_bytes: Option<u64>,
     #[serde(rename = "transaction.max.timeout.ms")]
@@ -349,6 +356,7 @@ impl BrokerConfig {
             self.topic_partitions_per_shard,
             f.topic_partitions_per_shard
         );
+        set!(self.topic_fds_per_partition, f.topic_fds_per_partition);
         set!(
             self.transaction_max_timeout_ms,
             f.transaction_max_timeout_ms
@@ -437,6 +445,12 @@ impl BrokerConfig {
             return Err(ConfigError(format!(
                 "max.connections ({}) and max.connections.per.ip ({}) must be at least 1",
                 self.max_connections, self.max_connections_per_ip
+            )));
+        }
+        if self.topic_fds_per_partition < 1 {
+            return Err(ConfigError(format!(
+                "topic.fds.per.partition must be at least 1, got {}",
+                self.topic_fds_per_partition
             )));
         }
         if self.topic_partitions_per_shard < 1 {

@@ -138,6 +138,7 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
         auto_create: Default::default(),
         cluster: handle,
         throttle_rates: Arc::new(throttle_rates),
+        listeners_bound: Default::default(),
     });
     info!(
         max_connections = shared.admission.max_total(),
@@ -280,6 +281,9 @@ async fn shard_main(
     let listener = TcpListener::bind(listen.as_str())
         .map_err(|e| io::Error::other(format!("cannot listen on {listen}: {e}")))?;
     info!(shard = id, addr = %listen, "listening");
+    node.shared
+        .listeners_bound
+        .fetch_add(1, std::sync::atomic::Ordering::Release);
     loop {
         let stream = match listener.accept().await {
             Ok(s) => s,

@@ -108,6 +108,9 @@ fn slot(class: Option<ApiClass>, stage: Stage) -> usize {
 #[derive(Clone)]
 pub struct Stages {
     hists: Vec<Histogram<u64>>,
+    /// The same samples in the fixed layout `GET /metrics` exposes, never reset (Prometheus
+    /// counts from the process start).
+    exported: Vec<crate::metrics::Hist>,
 }
 
 impl Default for Stages {
@@ -139,7 +142,10 @@ impl Stages {
                 h
             })
             .collect();
-        Stages { hists }
+        Stages {
+            hists,
+            exported: vec![crate::metrics::Hist::default(); SLOTS],
+        }
     }
 
     /// Records a connection stage of a request of `class`.
@@ -157,12 +163,16 @@ impl Stages {
         let us = (took.as_micros() as u64).clamp(1, HIGHEST_US);
         // With auto-resize on, recording cannot fail; a clamp keeps it in range anyway.
         let _ = self.hists[at].record(us);
+        self.exported[at].observe(took);
     }
 
     /// Adds `other`'s samples (another shard's) to these.
     pub fn merge(&mut self, other: &Stages) {
         for (h, o) in self.hists.iter_mut().zip(&other.hists) {
             let _ = h.add(o);
+        }
+        for (h, o) in self.exported.iter_mut().zip(&other.exported) {
+            h.merge(o);
         }
     }
 
@@ -172,28 +182,46 @@ impl Stages {
         }
     }
 
-    /// Every stage with samples, connection stages by API first.
-    pub fn summaries(&self) -> Vec<StageSummary> {
+    /// Every stage with samples since the process started, as (api, stage, histogram), for
+    /// `GET /metrics` (`reset` does not touch these).
+    pub fn exported(&self) -> Vec<(&'static str, &'static str, crate::metrics::Hist)> {
+        self.labelled()
+            .filter(|(at, _, _)| self.exported[*at].count > 0)
+            .map(|(at, api, stage)| (api, stage, self.exported[at].clone()))
+            .collect()
+    }
+
+    /// (slot, api, stage) of every stage, connection stages by API first.
+    fn labelled(&self) -> impl Iterator<Item = (usize, &'static str, &'static str)> {
         let conn = CLASSES
             .iter()
             .flat_map(|&c| CONN_STAGES.iter().map(move |&s| (Some(c), s)));
         let part = PARTITION_STAGES.iter().map(|&s| (None, s));
-        conn.chain(part)
-            .filter_map(|(class, stage)| {
-                let h = &self.hists[slot(class, stage)];
-                (!h.is_empty()).then(|| StageSummary {
-                    api: match (class, stage) {
-                        (Some(c), _) => c.name(),
-                        (None, Stage::Lag) => "shard",
-                        (None, _) => "partition",
-                    },
-                    stage: stage.name(),
+        conn.chain(part).map(|(class, stage)| {
+            let api = match (class, stage) {
+                (Some(c), _) => c.name(),
+                (None, Stage::Lag) => "shard",
+                (None, _) => "partition",
+            };
+            (slot(class, stage), api, stage.name())
+        })
+    }
+
+    /// Every stage with samples, connection stages by API first.
+    pub fn summaries(&self) -> Vec<StageSummary> {
+        self.labelled()
+            .filter(|(at, _, _)| !self.hists[*at].is_empty())
+            .map(|(at, api, stage)| {
+                let h = &self.hists[at];
+                StageSummary {
+                    api,
+                    stage,
                     count: h.len(),
                     p50_us: h.value_at_quantile(0.5),
                     p99_us: h.value_at_quantile(0.99),
                     p999_us: h.value_at_quantile(0.999),
                     max_us: h.max(),
-                })
+                }
             })
             .collect()
     }
@@ -231,6 +259,12 @@ mod tests {
         assert_eq!(s[1].p50_us, 7);
         a.reset();
         assert!(a.summaries().is_empty());
+        let kept = a.exported();
+        assert_eq!(kept.len(), 4, "the exported histograms outlive a reset");
+        assert_eq!(
+            (kept[0].0, kept[0].1, kept[0].2.count),
+            ("produce", "total", 100)
+        );
     }
 
     #[test]

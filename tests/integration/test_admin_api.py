@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 import uuid
 
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 
 from conftest import free_port
 
@@ -107,3 +107,38 @@ def test_admin_listen_off_and_taken(make_broker):
         assert "admin API" not in off.log()
     finally:
         taken.close()
+
+
+def test_partitions_and_groups_views(make_broker):
+    admin = free_port()
+    b = make_broker(cores=2, config={"admin.listen": f"127.0.0.1:{admin}"}).start()
+    topic = f"view-{uuid.uuid4().hex[:8]}"
+    p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all", linger_ms=0)
+    for i in range(30):
+        p.send(topic, value=b"x" * 10).get(timeout=30)
+    p.close()
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    c = KafkaConsumer(topic, bootstrap_servers=b.bootstrap, group_id=group,
+                      auto_offset_reset="earliest", enable_auto_commit=False,
+                      consumer_timeout_ms=5000)
+    got = 0
+    for _ in c:
+        got += 1
+        if got == 20:
+            break
+    c.commit()
+    status, body = get(admin, f"/v1/partitions?topic={topic}")
+    assert status == 200, body
+    [row] = body["partitions"]
+    assert (row["topic"], row["partition"], row["log_end_offset"], row["high_watermark"]) == \
+        (topic, 0, 30, 30), row
+    assert row["shard"] in (0, 1) and row["segments"] >= 1 and row["size_bytes"] > 0
+    status, body = get(admin, "/v1/partitions")
+    assert any(r["topic"] == topic for r in body["partitions"])
+    status, body = get(admin, "/v1/groups")
+    assert status == 200, body
+    [g] = [g for g in body["groups"] if g["group"] == group]
+    assert g["state"] == "Stable" and g["members"] == 1 and g["protocol_type"] == "consumer", g
+    assert g["offsets"] == [{"topic": topic, "partition": 0, "committed_offset": 20,
+                             "lag": 10}], g
+    c.close()

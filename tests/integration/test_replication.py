@@ -45,6 +45,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import kafka_raw
 from conftest import BINARY
 from test_cluster import NODES, Cluster
+from test_metrics import CLUSTER_ONLY, dashboard_series, described, scrape, total
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 JAVA_LIBS = os.environ.get("STRAND_JAVA_LIBS", os.path.join(ROOT, "target", "java-libs"))
@@ -209,6 +210,11 @@ def resume(cluster, node):
     cluster.brokers[node].proc.send_signal(signal.SIGCONT)
 
 
+def scrape_node(cluster, node):
+    host, port = cluster.brokers[node].config["admin.listen"].split(":")
+    return scrape(int(port))[0]
+
+
 def timed_produce(port, topic, value):
     started = time.monotonic()
     code = kafka_raw.produce(port, topic, one_record(value))
@@ -247,10 +253,32 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_after_it_resumes(cluster):
         print(f"acks=all: {stalled_s:.2f} s while the ISR shrank, then max "
               f"{max(latencies) * 1000:.1f} ms over 20 requests with the follower out")
         assert max(latencies) < 1.0, latencies
+        # The leader's metrics (#20) show it: ISR 2 of 3 replicas, under-replicated, and the
+        # paused follower behind by at least the 20 records produced since it left.
+        out = scrape_node(cluster, leader)
+        lbl = frozenset({("topic", topic), ("partition", "0")})
+        assert (out[("strand_partition_replicas", lbl)],
+                out[("strand_partition_isr_size", lbl)]) == (3, 2)
+        assert total(out, "strand_under_replicated_partitions") >= 1
+        assert out[("strand_partition_replication_lag_records",
+                    lbl | {("replica", str(follower))})] >= 20
+        assert total(out, "strand_under_min_isr_partitions") == 0, "2 in sync, 2 wanted"
     finally:
         resume(cluster, follower)
     cluster.until(f"node {follower} back in the ISR", lambda: sorted(
         partition_md(cluster, leader, topic, 0).isrs) == list(NODES), limit_s=60)
+    back = cluster.until("the leader's metrics show the ISR whole", lambda: (
+        lambda m: m if m[("strand_partition_isr_size", lbl)] == 3 else None)(
+            scrape_node(cluster, leader)))
+    assert total(back, "strand_partition_replication_lag_records", topic=topic) == 0
+    everyone = [scrape_node(cluster, n) for n in NODES]
+    assert sum(total(m, "strand_controller_active") for m in everyone) == 1
+    assert {total(m, "strand_controller_id") for m in everyone} == {controller}
+    assert all(total(m, "strand_offline_partitions") == 0 for m in everyone)
+    assert all(total(m, "strand_metadata_caught_up") == 1 for m in everyone)
+    admin_port = int(cluster.brokers[leader].config["admin.listen"].split(":")[1])
+    missing = dashboard_series() - described(admin_port)
+    assert not missing and CLUSTER_ONLY <= dashboard_series(), sorted(missing)
     assert kafka_raw.produce_led(port, topic, one_record(b"after")) == 0
     logs = cluster.until("the resumed follower holds the leader's log", lambda: (lambda ls: ls if all(
         x == ls[0] for x in ls) else None)([batches(cluster.brokers[n].data_dir, topic, 0)

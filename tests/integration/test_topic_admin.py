@@ -1,9 +1,11 @@
 """Topic administration with confluent-kafka's AdminClient: create, describe and alter configs,
 add partitions, delete — with Kafka's config names and error codes."""
+import contextlib
+import resource
 import uuid
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
                                    NewPartitions, NewTopic, ResourceType)
 
@@ -45,3 +47,37 @@ def test_topic_admin_round_trip(broker):
 
     admin.delete_topics([topic])[topic].result(10)
     assert topic not in admin.list_topics(timeout=10).topics
+
+
+@contextlib.contextmanager
+def open_files_limit(soft):
+    """Processes started inside get `soft` as their open-files limit (raising the hard limit
+    where that is needed and allowed: root); skips the test where it is not allowed."""
+    was = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, max(was[1], soft)))
+    except (ValueError, OSError) as e:
+        pytest.skip(f"cannot set the open-files limit to {soft}: {e}")
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(was[0], was[1]), was[1]))
+
+
+def test_partitions_past_the_open_files_limit_are_refused(make_broker):
+    """`ulimit -n` 2,000: 1,500 for connections, 256 reserved, the rest for partitions at 2
+    files each: 122 partitions. More are refused with POLICY_VIOLATION naming the limit
+    (before, they were created, failed to open, and accept() failed with EMFILE for
+    everyone); the broker goes on serving."""
+    with open_files_limit(2000):
+        b = make_broker().start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    ok, big = f"fits-{uuid.uuid4().hex[:6]}", f"big-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(ok, 50, 1)], operation_timeout=30)[ok].result(timeout=30)
+    with pytest.raises(KafkaException) as e:
+        admin.create_topics([NewTopic(big, 400, 1)], operation_timeout=30)[big].result(timeout=30)
+    err = e.value.args[0]
+    assert err.code() == KafkaError.POLICY_VIOLATION, err
+    assert "ulimit -n 2000" in err.str(), err.str()
+    assert big not in admin.list_topics(timeout=10).topics
+    assert ok in admin.list_topics(timeout=10).topics

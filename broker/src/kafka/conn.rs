@@ -386,6 +386,9 @@ fn encode(
 ) -> io::Result<Option<Vec<Bytes>>> {
     match reply {
         Reply::Kind(body) => {
+            super::response_errors::each_error(&body, |code| {
+                crate::metrics::with(|m| m.error(api as i16, code))
+            });
             let bytes = encode_response(api, version, correlation_id, &body).map_err(|e| {
                 io::Error::other(format!("cannot encode {api:?} v{version} response: {e}"))
             })?;

@@ -52,6 +52,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod response_errors;
 pub mod sync_group;
 pub mod txn_offset_commit;
 

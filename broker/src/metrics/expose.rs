@@ -17,7 +17,7 @@ use super::{Hist, ShardMetrics, API_KEYS, CONNECTION_CLOSED, HIST_BUCKETS};
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// One partition's gauges, from its shard.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PartitionGauges {
     pub topic: String,
     pub partition: i32,
@@ -27,6 +27,22 @@ pub struct PartitionGauges {
     pub high_watermark: Option<i64>,
     pub size_bytes: u64,
     pub segments: u64,
+    /// Where this node leads the partition in a cluster: its replicas and in-sync replicas,
+    /// and each follower's records behind the leader's log end (replication lag).
+    pub replicas: Option<i64>,
+    pub isr: Option<i64>,
+    pub follower_lag: Vec<(i32, i64)>,
+}
+
+/// One shard's memory occupancy, in bytes: what is drawn from its budgets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShardGauges {
+    /// Produce requests' batches in flight (`limits::SHARD_PRODUCE_MEMORY_BYTES`).
+    pub produce_memory_bytes: u64,
+    /// Large request frames and queued replies (`limits::SHARD_CONNECTION_MEMORY_BYTES`).
+    pub connection_memory_bytes: u64,
+    /// The partitions' hot-tail caches (`limits::SHARD_CACHE_BYTES`).
+    pub cache_bytes: u64,
 }
 
 /// A group's committed offset for one partition, and its lag: the partition's high watermark
@@ -53,6 +69,12 @@ pub struct Scrape {
     pub group_offsets: Vec<GroupOffset>,
     /// Group offsets past that limit.
     pub group_offsets_left_out: u64,
+    /// Request stages (`stages`), all shards: (api, stage, histogram).
+    pub stages: Vec<(&'static str, &'static str, Hist)>,
+    /// By shard.
+    pub shard_gauges: Vec<ShardGauges>,
+    /// A cluster node's series; `None` alone.
+    pub cluster: Option<super::cluster::ClusterGauges>,
 }
 
 /// The scrape as the text body of `GET /metrics`.
@@ -259,6 +281,7 @@ impl Collector for Scrape {
                 histogram(&mut m.encode_family(&labels)?, &s.fsync)?;
             }
         }
+        self.encode_storage(&mut enc)?;
         let parts = &self.partitions;
         per_partition(
             &mut enc,
@@ -295,6 +318,38 @@ impl Collector for Scrape {
             "Segment files",
             |p| i64::try_from(p.segments).ok(),
         )?;
+        per_partition(
+            &mut enc,
+            parts,
+            "partition_replicas",
+            "Replicas (partitions this node leads in a cluster)",
+            |p| p.replicas,
+        )?;
+        per_partition(
+            &mut enc,
+            parts,
+            "partition_isr_size",
+            "In-sync replicas (partitions this node leads in a cluster)",
+            |p| p.isr,
+        )?;
+        {
+            let mut m = enc.encode_descriptor(
+                "partition_replication_lag_records",
+                "Records a follower is behind the leader's log end (partitions this node leads)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for p in parts {
+                for (replica, lag) in &p.follower_lag {
+                    let labels = [
+                        ("topic", p.topic.clone()),
+                        ("partition", p.partition.to_string()),
+                        ("replica", replica.to_string()),
+                    ];
+                    m.encode_family(&labels)?.encode_gauge(lag)?;
+                }
+            }
+        }
         for (name, help, value) in [
             (
                 "group_committed_offset",
@@ -335,6 +390,110 @@ impl Collector for Scrape {
             enc.encode_descriptor(name, help, None, MetricType::Gauge)?
                 .encode_gauge(&v)?;
         }
+        if let Some(c) = &self.cluster {
+            super::cluster::encode(&mut enc, c)?;
+        }
+        Ok(())
+    }
+}
+
+impl Scrape {
+    /// Request stages, segment writes, write-behind, the cleaner, memory budgets and
+    /// cross-shard messages.
+    fn encode_storage(&self, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+        let shards = &self.shards;
+        {
+            let mut m = enc.encode_descriptor(
+                "request_stage_latency",
+                "Time in each stage of a request (all shards): queue, decode, handle, write, \
+                 total by API class; hop, append, fsync_wait by partition; the shard's timer lag",
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?;
+            for (api, stage, h) in &self.stages {
+                let labels = [("api", api.to_string()), ("stage", stage.to_string())];
+                histogram(&mut m.encode_family(&labels)?, h)?;
+            }
+        }
+        {
+            let mut m = enc.encode_descriptor(
+                "segment_write_latency",
+                "O_DIRECT segment write latency, ordering wait included",
+                Some(&Unit::Seconds),
+                MetricType::Histogram,
+            )?;
+            for (shard, s) in shards.iter().enumerate() {
+                if s.dma_write.count > 0 {
+                    let labels = [("shard", shard.to_string())];
+                    histogram(&mut m.encode_family(&labels)?, &s.dma_write)?;
+                }
+            }
+        }
+        per_shard(enc, shards, "cleaner_passes", "Compaction passes", |s| {
+            s.cleaner_passes
+        })?;
+        per_shard(
+            enc,
+            shards,
+            "cleaner_bytes_read",
+            "Bytes of the segments compaction passes rewrote, before",
+            |s| s.cleaner_bytes_before,
+        )?;
+        per_shard(
+            enc,
+            shards,
+            "cleaner_bytes_written",
+            "Bytes of the segments compaction passes rewrote, after",
+            |s| s.cleaner_bytes_after,
+        )?;
+        per_shard(
+            enc,
+            shards,
+            "cross_shard_messages",
+            "Messages sent to other shards",
+            |s| s.cross_shard_messages,
+        )?;
+        type ShardGauge = (
+            &'static str,
+            &'static str,
+            fn(&ShardMetrics, &ShardGauges) -> u64,
+        );
+        let gauges: [ShardGauge; 5] = [
+            (
+                "write_behind_writes",
+                "Segment writes in flight (write-behind)",
+                |s, _| s.dma_writes_inflight,
+            ),
+            (
+                "write_behind_bytes",
+                "Bytes of segment writes in flight (write-behind)",
+                |s, _| s.dma_bytes_inflight,
+            ),
+            (
+                "produce_memory_bytes",
+                "Produce memory budget in use (limits::SHARD_PRODUCE_MEMORY_BYTES)",
+                |_, g| g.produce_memory_bytes,
+            ),
+            (
+                "connection_memory_bytes",
+                "Connection memory budget in use (limits::SHARD_CONNECTION_MEMORY_BYTES)",
+                |_, g| g.connection_memory_bytes,
+            ),
+            (
+                "partition_cache_bytes",
+                "Partition tail caches (limits::SHARD_CACHE_BYTES)",
+                |_, g| g.cache_bytes,
+            ),
+        ];
+        let none = ShardGauges::default();
+        for (name, help, value) in gauges {
+            let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (shard, s) in shards.iter().enumerate() {
+                let g = self.shard_gauges.get(shard).unwrap_or(&none);
+                let labels = [("shard", shard.to_string())];
+                m.encode_family(&labels)?.encode_gauge(&value(s, g))?;
+            }
+        }
         Ok(())
     }
 }
@@ -370,6 +529,9 @@ mod tests {
                 high_watermark: Some(40),
                 size_bytes: 4096,
                 segments: 1,
+                replicas: Some(3),
+                isr: Some(2),
+                follower_lag: vec![(2, 17)],
             }],
             partitions_left_out: 7,
             group_offsets: vec![GroupOffset {
@@ -380,6 +542,22 @@ mod tests {
                 lag: Some(10),
             }],
             group_offsets_left_out: 0,
+            stages: vec![("produce", "decode", {
+                let mut h = Hist::default();
+                h.observe(Duration::from_micros(3));
+                h
+            })],
+            shard_gauges: vec![ShardGauges {
+                produce_memory_bytes: 2048,
+                ..Default::default()
+            }],
+            cluster: Some(crate::metrics::cluster::ClusterGauges {
+                node_id: 1,
+                controller_active: true,
+                under_replicated: 1,
+                voter_lag: vec![(2, 5)],
+                ..Default::default()
+            }),
         });
         for line in [
             "strand_kafka_requests_total{shard=\"0\",api=\"Produce\"} 2",
@@ -398,6 +576,13 @@ mod tests {
             "strand_metrics_partitions_left_out 7",
             "strand_group_committed_offset{group=\"g\",topic=\"t\",partition=\"3\"} 30",
             "strand_group_lag{group=\"g\",topic=\"t\",partition=\"3\"} 10",
+            "strand_request_stage_latency_seconds_count{api=\"produce\",stage=\"decode\"} 1",
+            "strand_produce_memory_bytes{shard=\"0\"} 2048",
+            "strand_partition_isr_size{topic=\"t\",partition=\"3\"} 2",
+            "strand_partition_replication_lag_records{topic=\"t\",partition=\"3\",replica=\"2\"} 17",
+            "strand_controller_active{node=\"1\"} 1",
+            "strand_under_replicated_partitions{node=\"1\"} 1",
+            "strand_quorum_voter_lag{node=\"1\",voter=\"2\"} 5",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -8,6 +8,7 @@
 //! observations up to 2^(i+3) µs (8 µs, 16 µs, ... about 33.5 s), the last one the rest
 //! (`+Inf`). Exposed in seconds, as Prometheus names them.
 
+pub mod cluster;
 pub mod expose;
 
 use std::cell::RefCell;
@@ -98,6 +99,17 @@ pub struct ShardMetrics {
     pub connections_closed: u64,
     /// fdatasync latency of this shard's partition logs.
     pub fsync: Hist,
+    /// O_DIRECT segment write latency (submitted until completed, ordering wait included).
+    pub dma_write: Hist,
+    /// Segment writes in flight (write-behind occupancy): writes and their bytes.
+    pub dma_writes_inflight: u64,
+    pub dma_bytes_inflight: u64,
+    /// Compaction passes finished on this shard's partitions, and their bytes before and after.
+    pub cleaner_passes: u64,
+    pub cleaner_bytes_before: u64,
+    pub cleaner_bytes_after: u64,
+    /// Messages sent to other shards (produce hops, fetch reads, probes).
+    pub cross_shard_messages: u64,
     /// Errors answered, by (API key, Kafka error code): per partition for Produce and Fetch,
     /// [`CONNECTION_CLOSED`] for a request that closed its connection. Bounded: the keys
     /// are Kafka's APIs and error codes.
@@ -150,6 +162,13 @@ impl ShardMetrics {
         self.connections_accepted += other.connections_accepted;
         self.connections_closed += other.connections_closed;
         self.fsync.merge(&other.fsync);
+        self.dma_write.merge(&other.dma_write);
+        self.dma_writes_inflight += other.dma_writes_inflight;
+        self.dma_bytes_inflight += other.dma_bytes_inflight;
+        self.cleaner_passes += other.cleaner_passes;
+        self.cleaner_bytes_before += other.cleaner_bytes_before;
+        self.cleaner_bytes_after += other.cleaner_bytes_after;
+        self.cross_shard_messages += other.cross_shard_messages;
         for (k, v) in &other.errors {
             *self.errors.entry(*k).or_default() += v;
         }

@@ -233,14 +233,12 @@ impl Node {
             let reason = self.shared.disk.reason();
             return vec![Err((ErrorCode::PolicyViolation, reason)); op_len(&op)];
         }
-        // The same bound as a single node's (`topic.partitions.per.shard` x this node's
-        // shards), over the whole cluster's partitions: it keeps the metadata image (and its
-        // snapshot, which must fit a cluster message) bounded.
-        let partitions_max = i64::from(self.config().topic_partitions_per_shard)
-            .saturating_mul(self.shards() as i64);
+        // The same bound as a single node's (`partitions_max`), over the whole cluster's
+        // partitions: it keeps the metadata image (and its snapshot, which must fit a cluster
+        // message) bounded, and a node holding a replica of each within its open files.
         let before = self.catalog();
         let mut scratch = (*before).clone();
-        let mut checks = scratch.apply_within(&op, partitions_max);
+        let mut checks = scratch.apply_within(&op, &self.partitions_max());
         // Asked concurrently, two changes to one topic in one request could interleave at the
         // controller: refused, as Kafka refuses a topic named twice.
         let named: Vec<Option<&str>> = match &op {

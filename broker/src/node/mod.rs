@@ -33,6 +33,7 @@ use crate::storage::{AppendError, Offset, PartitionLog, ReadOut, StorageOptions}
 
 pub use crate::storage::TopicPartition;
 
+mod admin_views;
 mod cluster;
 mod coordinators;
 mod fetch_probe;
@@ -200,6 +201,8 @@ pub struct NodeShared {
     pub cluster: Option<crate::cluster::handle::ClusterHandle>,
     /// Cluster mode: this node's replication throttle rates (`cluster::throttle_rates`).
     pub throttle_rates: Arc<crate::cluster::throttle_rates::ThrottleRates>,
+    /// Shards whose Kafka listener is bound (the admin API's readiness waits for all).
+    pub listeners_bound: std::sync::atomic::AtomicUsize,
 }
 
 pub struct Node {
@@ -334,6 +337,7 @@ impl Node {
     fn send(&self, shard: usize, msg: ShardMsg) {
         // A closed channel means that shard is gone (shutdown); the reply sender is dropped
         // and the waiting side sees `Canceled`.
+        crate::metrics::with(|m| m.cross_shard_messages += 1);
         let _ = self.shared.senders[shard].unbounded_send(msg);
     }
 
@@ -615,9 +619,7 @@ impl Node {
             return vec![Err((ErrorCode::PolicyViolation, reason)); op_len(&op)];
         }
         let mut next = (*self.catalog()).clone();
-        let partitions_max = i64::from(self.config().topic_partitions_per_shard)
-            .saturating_mul(self.shards() as i64);
-        let results = next.apply_within(&op, partitions_max);
+        let results = next.apply_within(&op, &self.partitions_max());
         if validate_only || !results.iter().any(Result::is_ok) {
             return results;
         }

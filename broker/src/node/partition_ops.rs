@@ -151,3 +151,34 @@ impl Node {
         Ok(log.end_offset_for(epoch))
     }
 }
+
+impl Node {
+    /// The most partitions this node may hold, and why: `topic.partitions.per.shard` x
+    /// shards, or fewer where the open-files limit leaves room for fewer: what connections
+    /// may not take (`Admission::max_total`) less `limits::OPEN_FILES_RESERVED`, at
+    /// `topic.fds.per.partition` each.
+    pub(super) fn partitions_max(&self) -> (i64, String) {
+        let config = self.config();
+        let configured =
+            i64::from(config.topic_partitions_per_shard).saturating_mul(self.shards() as i64);
+        let Some(soft) = strand_tuning::host::nofile_limit().map(|l| l.soft) else {
+            return (configured, "topic.partitions.per.shard x shards".into());
+        };
+        let connections = self.shared.admission.max_total() as u64;
+        let per = u64::try_from(config.topic_fds_per_partition.max(1)).unwrap_or(1);
+        let free = soft.saturating_sub(connections + crate::limits::OPEN_FILES_RESERVED);
+        let by_files = i64::try_from(free / per).unwrap_or(i64::MAX);
+        if by_files >= configured {
+            return (configured, "topic.partitions.per.shard x shards".into());
+        }
+        (
+            by_files,
+            format!(
+                "the open-files limit: ulimit -n {soft}, less {connections} for connections \
+                 (max.connections) and {} reserved, at topic.fds.per.partition {per} each; \
+                 `strand tune` recommends ulimit -n 1048576",
+                crate::limits::OPEN_FILES_RESERVED
+            ),
+        )
+    }
+}

@@ -497,6 +497,11 @@ impl SegmentWriter {
             (buf, pos, end, wait_for)
         };
         let me = Rc::clone(self);
+        let bytes = buf.len() as u64;
+        crate::metrics::with(|m| {
+            m.dma_writes_inflight += 1;
+            m.dma_bytes_inflight += bytes;
+        });
         glommio::spawn_local(async move {
             let asked = std::time::Instant::now();
             if let Some(prev_end) = wait_for {
@@ -504,6 +509,11 @@ impl SegmentWriter {
             }
             let (ordered, bytes) = (asked.elapsed(), buf.len());
             let result = me.file.write_rc_at(Rc::new(buf), pos).await;
+            crate::metrics::with(|m| {
+                m.dma_write.observe(asked.elapsed());
+                m.dma_writes_inflight = m.dma_writes_inflight.saturating_sub(1);
+                m.dma_bytes_inflight = m.dma_bytes_inflight.saturating_sub(bytes as u64);
+            });
             if asked.elapsed() > SLOW_IO {
                 // Seen on a VM whose per-CPU `dio` kworker (which completes O_DIRECT writes
                 // into preallocated extents) waited seconds behind a busy pinned thread.

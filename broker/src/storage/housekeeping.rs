@@ -207,6 +207,11 @@ impl PartitionLog {
                 return Err(e);
             }
         };
+        crate::metrics::with(|m| {
+            m.cleaner_passes += 1;
+            m.cleaner_bytes_before += outcome.bytes_before;
+            m.cleaner_bytes_after += outcome.bytes_after;
+        });
         let report = CleanReport {
             segments_rewritten: outcome.swapped.len(),
             keys: outcome.keys,

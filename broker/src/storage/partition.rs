@@ -549,19 +549,17 @@ impl PartitionLog {
             let txn_index = st.txns.index_for_segment(closed.base, closed.next);
             (closed, txn_index)
         };
-        let reader = glommio::executor()
-            .spawn_blocking(move || -> io::Result<File> {
+        glommio::executor()
+            .spawn_blocking(move || -> io::Result<()> {
                 write_indexes(&dir, &closed)?;
                 super::partition_txn::write_txn_index(&dir, closed.base, &txn_index)?;
-                sync_dir(&dir)?;
-                open_for_direct_reads(&path)
+                sync_dir(&dir)
             })
             .await?;
         let mut st = self.inner.state.borrow_mut();
         let new_base = st.log.roll();
         debug_assert_eq!(new_base, base);
         st.writer = writer;
-        st.readers.insert(base, Arc::new(reader));
         st.durable = st.durable.max(base);
         st.written = st.written.max(base);
         st.unflushed_bytes = 0;
@@ -605,6 +603,28 @@ impl PartitionLog {
         }
     }
 
+    /// The reader of segment `base`, opened now if this is its first read from disk (readers
+    /// are opened lazily: a partition costs one descriptor until it is read from disk).
+    async fn segment_reader(&self, base: Offset) -> Result<Arc<File>, ReadError> {
+        let path = self.inner.dir.join(log_file_name(base));
+        let opened = glommio::executor()
+            .spawn_blocking(move || open_for_direct_reads(&path))
+            .await;
+        let mut st = self.inner.state.borrow_mut();
+        match opened {
+            // Retention or compaction may have removed the segment meanwhile.
+            Err(_) if st.log.segments().all(|s| s.base != base) => Err(ReadError::OutOfRange {
+                log_start: st.log.log_start(),
+                log_end: st.log.log_end(),
+            }),
+            Err(e) => Err(ReadError::Io(e)),
+            // Another read may have opened it first: keep one.
+            Ok(f) => Ok(Arc::clone(
+                st.readers.entry(base).or_insert_with(|| Arc::new(f)),
+            )),
+        }
+    }
+
     /// One segment's part of [`Self::read`]: `Err(next)` when the segment holds no batch at or
     /// after `offset` (compaction removed the rest of its range) and the read goes on at `next`.
     async fn read_segment(
@@ -641,13 +661,12 @@ impl PartitionLog {
             } else {
                 loc.segment_bytes
             };
-            let file = st.readers.get(&loc.segment_base).cloned().ok_or_else(|| {
-                ReadError::Io(io::Error::other(format!(
-                    "no reader for segment {}",
-                    loc.segment_base
-                )))
-            })?;
+            let file = st.readers.get(&loc.segment_base).cloned();
             (loc, file, bound, out)
+        };
+        let file = match file {
+            Some(f) => f,
+            None => self.segment_reader(loc.segment_base).await?,
         };
         let mut pos = loc.position;
         let mut want = (bytes_max as u64).clamp(limits::READ_BYTES_MIN, limits::READ_BYTES_MAX);

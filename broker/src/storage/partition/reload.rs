@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use strand_wire::batch::{self, peek_total_len, HEADER_BYTES};
@@ -14,7 +13,7 @@ use strand_wire::batch::{self, peek_total_len, HEADER_BYTES};
 use super::{preallocation, replica, PartitionLog, ReadError, State, StorageOptions};
 use crate::limits;
 use crate::storage::cache::BatchCache;
-use crate::storage::dma::{open_for_direct_reads, SegmentWriter};
+use crate::storage::dma::SegmentWriter;
 use crate::storage::log::LogState;
 use crate::storage::producer_state::ProducerStates;
 use crate::storage::recovery::{recover, remove_segment_files, sync_dir, RecoveryReport};
@@ -65,22 +64,13 @@ pub(super) async fn load_state(
     )
     .await?;
     writer.sync(active.size_bytes).await?;
-    let bases: Vec<Offset> = log.segments().map(|s| s.base).collect();
+    // Segment readers are opened on a segment's first read from disk (`segment_reader`): a
+    // partition nobody reads from disk holds one descriptor, its writer's.
     let d = dir.to_path_buf();
-    let readers = glommio::executor()
-        .spawn_blocking(move || -> io::Result<BTreeMap<Offset, Arc<File>>> {
-            sync_dir(&d)?;
-            bases
-                .into_iter()
-                .map(|b| {
-                    Ok((
-                        b,
-                        Arc::new(open_for_direct_reads(&d.join(log_file_name(b)))?),
-                    ))
-                })
-                .collect()
-        })
+    glommio::executor()
+        .spawn_blocking(move || sync_dir(&d))
         .await?;
+    let readers = BTreeMap::new();
     let durable = log.log_end();
     let mut epochs = epochs;
     // Entries past the log end name batches a crash lost (Kafka drops them the same way).
