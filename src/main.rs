@@ -9,6 +9,7 @@ mod certs;
 mod cli;
 mod cluster_info;
 mod local_cluster;
+mod top;
 use strand_broker::config::{BrokerConfig, DEFAULT_DATA_DIR};
 
 #[derive(Parser)]
@@ -37,6 +38,9 @@ enum Command {
         #[command(subcommand)]
         cmd: cli::TopicCmd,
     },
+    /// A live view of a broker from its admin API's /metrics: request rates and latencies by
+    /// API, bytes and records per second, the busiest partitions.
+    Top(top::TopArgs),
     /// Produce lines from stdin, one record each.
     Produce {
         #[command(flatten)]
@@ -141,6 +145,7 @@ fn main() -> ExitCode {
         Command::Group { conn, cmd } => cli::group(conn, cmd),
         Command::Cluster { conn, cmd } => cli::cluster(conn, cmd),
         Command::Bench(args) => bench(*args),
+        Command::Top(args) => top::run(args),
     }
 }
 

@@ -28,6 +28,10 @@ pub struct BrokerConfig {
     /// `metrics.enabled`: shards count what `GET /metrics` shows (`metrics`); off, they count
     /// nothing (the scrape answers zeros) — for measuring what counting costs.
     pub metrics_enabled: bool,
+    /// `metrics.partition.series.max`: partitions, and (group, partition) pairs, with series
+    /// of their own in `GET /metrics` (the first by name; the rest counted). 0 drops the
+    /// topic and partition labels: only shard- and node-level series remain.
+    pub metrics_partition_series_max: u32,
     /// Shards (one pinned executor per core); `None` = every online core.
     pub cores: Option<usize>,
     /// Defaults for every partition's log.
@@ -116,6 +120,7 @@ impl Default for BrokerConfig {
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             admin_listen: DEFAULT_ADMIN_LISTEN.to_string(),
             metrics_enabled: true,
+            metrics_partition_series_max: crate::limits::METRICS_PARTITION_SERIES_MAX as u32,
             cores: None,
             log: LogConfig::default(),
             retention_check_interval_ms: 300_000,
@@ -153,6 +158,8 @@ pub struct FileConfig {
     pub admin_listen: Option<String>,
     #[serde(rename = "metrics.enabled")]
     pub metrics_enabled: Option<bool>,
+    #[serde(rename = "metrics.partition.series.max")]
+    pub metrics_partition_series_max: Option<u32>,
     pub cores: Option<usize>,
     #[serde(rename = "log.segment.bytes")]
     pub segment_bytes: Option<u64>,
@@ -345,6 +352,10 @@ impl BrokerConfig {
         set!(self.fetch_max_bytes, f.fetch_max_bytes);
         set!(self.admin_listen, f.admin_listen);
         set!(self.metrics_enabled, f.metrics_enabled);
+        set!(
+            self.metrics_partition_series_max,
+            f.metrics_partition_series_max
+        );
         set!(
             self.max_incremental_fetch_session_cache_slots,
             f.max_incremental_fetch_session_cache_slots

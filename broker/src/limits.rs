@@ -251,15 +251,13 @@ pub const COORDINATOR_WRITE_TIMEOUT_MS: u64 = 5_000;
 /// metadata change. A second: a failing disk is not hammered, a transient failure costs little.
 pub const COORDINATOR_LOAD_RETRY_MS: u64 = 1_000;
 
-/// Partitions with series of their own in `GET /metrics` (log offsets, size, segments), the
-/// first by (topic, partition): bounds a scrape's size and Prometheus's cardinality (five
-/// series each). The rest are counted in `strand_metrics_partitions_left_out`.
+/// Partitions with series of their own in `GET /metrics` (log offsets, size, segments;
+/// replicas, ISR, followers' lag), the first by (topic, partition), and likewise (group,
+/// partition) pairs (committed offset, lag): bounds a scrape's size and Prometheus's
+/// cardinality (about ten series each). The rest are counted in
+/// `strand_metrics_partitions_left_out` / `strand_metrics_group_offsets_left_out`. The
+/// default of `metrics.partition.series.max` (0 drops those labels).
 pub const METRICS_PARTITION_SERIES_MAX: usize = 1_000;
-
-/// (group, partition) pairs with series of their own in `GET /metrics` (committed offset,
-/// lag), the first by name: two series each. The rest are counted in
-/// `strand_metrics_group_offsets_left_out`.
-pub const METRICS_GROUP_SERIES_MAX: usize = 1_000;
 
 /// Memory a shard lets its connections hold beyond their free allowance: request frames over
 /// `CONNECTION_FREE_BYTES` while they are read and handled, and replies (fetch results) queued

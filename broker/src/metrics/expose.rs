@@ -1,7 +1,7 @@
 //! A scrape in Prometheus's text format (`GET /metrics`), written by prometheus-client's
 //! encoder from what the shards sent: one collector, the counters as they are (each shard
 //! its own series, `shard` label), latency histograms added up over the shards (labels: the
-//! API), partition gauges for at most `limits::METRICS_PARTITION_SERIES_MAX` partitions.
+//! API), partition gauges for at most `metrics.partition.series.max` partitions.
 //! Series that are still zero are left out.
 
 use std::fmt;
@@ -65,7 +65,7 @@ pub struct Scrape {
     pub partitions: Vec<PartitionGauges>,
     /// Partitions past the limit, without series of their own.
     pub partitions_left_out: u64,
-    /// Sorted by (group, topic, partition); at most `limits::METRICS_GROUP_SERIES_MAX`.
+    /// Sorted by (group, topic, partition); at most `metrics.partition.series.max`.
     pub group_offsets: Vec<GroupOffset>,
     /// Group offsets past that limit.
     pub group_offsets_left_out: u64,
@@ -378,12 +378,12 @@ impl Collector for Scrape {
         for (name, help, v) in [
             (
                 "metrics_partitions_left_out",
-                "Partitions over the series limit (limits::METRICS_PARTITION_SERIES_MAX)",
+                "Partitions over the series limit (metrics.partition.series.max)",
                 self.partitions_left_out,
             ),
             (
                 "metrics_group_offsets_left_out",
-                "Group offsets over the series limit (limits::METRICS_GROUP_SERIES_MAX)",
+                "Group offsets over the series limit (metrics.partition.series.max)",
                 self.group_offsets_left_out,
             ),
         ] {

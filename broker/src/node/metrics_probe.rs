@@ -205,7 +205,7 @@ impl Node {
     }
 
     /// A scrape: every shard's part; partitions sorted and cut at
-    /// `limits::METRICS_PARTITION_SERIES_MAX`.
+    /// `metrics.partition.series.max`.
     pub async fn all_metrics(&self) -> Scrape {
         let parts = self.gather_shards().await;
         let mut partitions: Vec<PartitionGauges> = Vec::new();
@@ -226,11 +226,11 @@ impl Node {
             }
         }
         let mut group_offsets = group_offsets(&partitions, committed);
-        let group_max = crate::limits::METRICS_GROUP_SERIES_MAX;
+        let group_max = self.config().metrics_partition_series_max as usize;
         let group_left_out = group_offsets.len().saturating_sub(group_max) as u64;
         group_offsets.truncate(group_max);
         partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
-        let max = crate::limits::METRICS_PARTITION_SERIES_MAX;
+        let max = self.config().metrics_partition_series_max as usize;
         let left_out = partitions.len().saturating_sub(max) as u64;
         partitions.truncate(max);
         Scrape {
