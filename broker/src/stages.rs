@@ -83,6 +83,15 @@ impl Stage {
 }
 
 impl ApiClass {
+    /// Produce and Fetch apart, every other API together.
+    pub fn of(api_key: i16) -> ApiClass {
+        match api_key {
+            0 => ApiClass::Produce,
+            1 => ApiClass::Fetch,
+            _ => ApiClass::Other,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             ApiClass::Produce => "produce",
@@ -109,7 +118,9 @@ fn slot(class: Option<ApiClass>, stage: Stage) -> usize {
 pub struct Stages {
     hists: Vec<Histogram<u64>>,
     /// The same samples in the fixed layout `GET /metrics` exposes, never reset (Prometheus
-    /// counts from the process start).
+    /// counts from the process start): connection stages by API (`metrics::api_slot`, so
+    /// bounded), partition and shard stages by slot.
+    by_api: std::collections::BTreeMap<(usize, usize), crate::metrics::Hist>,
     exported: Vec<crate::metrics::Hist>,
 }
 
@@ -144,26 +155,34 @@ impl Stages {
             .collect();
         Stages {
             hists,
+            by_api: Default::default(),
             exported: vec![crate::metrics::Hist::default(); SLOTS],
         }
     }
 
-    /// Records a connection stage of a request of `class`.
-    pub fn record(&mut self, class: ApiClass, stage: Stage, took: Duration) {
-        self.record_slot(slot(Some(class), stage), took);
+    /// Records a connection stage of a request of API `api_key`.
+    pub fn record(&mut self, api_key: i16, stage: Stage, took: Duration) {
+        debug_assert!(CONN_STAGES.contains(&stage));
+        self.record_slot(slot(Some(ApiClass::of(api_key)), stage), took);
+        let at = CONN_STAGES.iter().position(|&s| s == stage).unwrap_or(0);
+        self.by_api
+            .entry((crate::metrics::api_slot(api_key), at))
+            .or_default()
+            .observe(took);
     }
 
     /// Records a partition stage (`Hop`, `Append`, `FsyncWait`) or the shard's `Lag`.
     pub fn record_partition(&mut self, stage: Stage, took: Duration) {
         debug_assert!(PARTITION_STAGES.contains(&stage));
-        self.record_slot(slot(None, stage), took);
+        let at = slot(None, stage);
+        self.record_slot(at, took);
+        self.exported[at].observe(took);
     }
 
     fn record_slot(&mut self, at: usize, took: Duration) {
         let us = (took.as_micros() as u64).clamp(1, HIGHEST_US);
         // With auto-resize on, recording cannot fail; a clamp keeps it in range anyway.
         let _ = self.hists[at].record(us);
-        self.exported[at].observe(took);
     }
 
     /// Adds `other`'s samples (another shard's) to these.
@@ -174,6 +193,9 @@ impl Stages {
         for (h, o) in self.exported.iter_mut().zip(&other.exported) {
             h.merge(o);
         }
+        for (k, o) in &other.by_api {
+            self.by_api.entry(*k).or_default().merge(o);
+        }
     }
 
     pub fn reset(&mut self) {
@@ -183,12 +205,22 @@ impl Stages {
     }
 
     /// Every stage with samples since the process started, as (api, stage, histogram), for
-    /// `GET /metrics` (`reset` does not touch these).
-    pub fn exported(&self) -> Vec<(&'static str, &'static str, crate::metrics::Hist)> {
-        self.labelled()
+    /// `GET /metrics` (`reset` does not touch these): connection stages by Kafka API name
+    /// (`Produce`), then the partition stages (`partition`) and the shard's lag (`shard`).
+    pub fn exported(&self) -> Vec<(String, &'static str, crate::metrics::Hist)> {
+        let conn = self.by_api.iter().map(|(&(api, at), h)| {
+            (
+                crate::metrics::expose::api_name(api),
+                CONN_STAGES[at].name(),
+                h.clone(),
+            )
+        });
+        let part = self
+            .labelled()
+            .filter(|(at, _, _)| *at >= CLASSES.len() * CONN_STAGES.len())
             .filter(|(at, _, _)| self.exported[*at].count > 0)
-            .map(|(at, api, stage)| (api, stage, self.exported[at].clone()))
-            .collect()
+            .map(|(at, api, stage)| (api.to_string(), stage, self.exported[at].clone()));
+        conn.chain(part).collect()
     }
 
     /// (slot, api, stage) of every stage, connection stages by API first.
@@ -236,9 +268,9 @@ mod tests {
         let mut a = Stages::new();
         let mut b = Stages::new();
         for ms in 1..=100u64 {
-            a.record(ApiClass::Produce, Stage::Total, Duration::from_millis(ms));
+            a.record(0, Stage::Total, Duration::from_millis(ms));
         }
-        b.record(ApiClass::Fetch, Stage::Write, Duration::from_micros(7));
+        b.record(1, Stage::Write, Duration::from_micros(7));
         b.record_partition(Stage::FsyncWait, Duration::from_micros(900));
         b.record_partition(Stage::Lag, Duration::from_micros(40));
         a.merge(&b);
@@ -262,9 +294,11 @@ mod tests {
         let kept = a.exported();
         assert_eq!(kept.len(), 4, "the exported histograms outlive a reset");
         assert_eq!(
-            (kept[0].0, kept[0].1, kept[0].2.count),
-            ("produce", "total", 100)
+            (kept[0].0.as_str(), kept[0].1, kept[0].2.count),
+            ("Produce", "total", 100)
         );
+        assert_eq!((kept[1].0.as_str(), kept[1].1), ("Fetch", "write"));
+        assert_eq!((kept[2].0.as_str(), kept[2].1), ("partition", "fsync_wait"));
     }
 
     #[test]

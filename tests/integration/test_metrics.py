@@ -157,7 +157,7 @@ def test_metrics_count_every_request_record_and_byte_across_shards(make_broker):
     assert after[("strand_metrics_partitions_left_out", frozenset())] == 0
     # Request stages: every Produce request passed through each connection stage once.
     for stage in ("queue", "decode", "handle", "write", "total"):
-        assert delta("strand_request_stage_latency_seconds_count", api="produce",
+        assert delta("strand_request_stage_latency_seconds_count", api="Produce",
                      stage=stage) == produce, stage
     assert delta("strand_request_stage_latency_seconds_count", api="partition",
                  stage="fsync_wait") >= n_all
@@ -312,7 +312,7 @@ def test_counts_stay_exact_under_concurrent_load_and_scrapes(make_broker):
     produce_requests = delta("strand_kafka_requests_total", api="Produce")
     assert produce_requests > 0
     assert delta("strand_kafka_request_latency_seconds_count", api="Produce") == produce_requests
-    assert delta("strand_request_stage_latency_seconds_count", api="produce",
+    assert delta("strand_request_stage_latency_seconds_count", api="Produce",
                  stage="total") == produce_requests
 
 

@@ -44,7 +44,7 @@ use tracing::{debug, warn};
 use super::{api_versions, handle, supported, Handled, PendingReply, Reply};
 use crate::limits;
 use crate::node::Node;
-use crate::stages::{ApiClass, Stage, Stages};
+use crate::stages::{Stage, Stages};
 
 /// Bytes requested from the socket per read while no frame is partly read and the client has
 /// sent something (a frame's size is then known and the rest is read in pieces of up to
@@ -59,9 +59,7 @@ struct Queued {
     reply: Outgoing,
     /// Holds one of the connection's in-flight slots until written.
     _slot: StaticPermit,
-    /// For the stage histograms: the API's class, when the frame was complete and when it
-    /// was decoded.
-    class: ApiClass,
+    /// For the stage histograms: when the frame was complete and when it was decoded.
     received: Instant,
     decoded: Instant,
 }
@@ -229,15 +227,10 @@ async fn read_requests(
         };
         let version = prefix.api_version;
         let correlation_id = prefix.correlation_id;
-        let class = match api {
-            ApiKey::Produce => ApiClass::Produce,
-            ApiKey::Fetch => ApiClass::Fetch,
-            _ => ApiClass::Other,
-        };
         crate::metrics::with(|m| m.request(prefix.api_key));
         node.stages
             .borrow_mut()
-            .record(class, Stage::Queue, received.elapsed());
+            .record(prefix.api_key, Stage::Queue, received.elapsed());
         let mut decoded = Instant::now();
         let in_range = supported(api).is_some_and(|(lo, hi)| version >= lo && version <= hi);
         let (version, handled) = if in_range {
@@ -255,7 +248,7 @@ async fn read_requests(
             decoded = Instant::now();
             node.stages
                 .borrow_mut()
-                .record(class, Stage::Decode, decoded - decoding);
+                .record(prefix.api_key, Stage::Decode, decoded - decoding);
             debug!(%peer, ?api, version, correlation_id, "request");
             (version, handle(node, &header, request).await)
         } else if api == ApiKey::ApiVersions {
@@ -275,7 +268,7 @@ async fn read_requests(
                 };
                 node.stages
                     .borrow_mut()
-                    .record(class, Stage::Handle, decoded.elapsed());
+                    .record(prefix.api_key, Stage::Handle, decoded.elapsed());
                 let bytes: usize = segments.iter().map(Bytes::len).sum();
                 let before = queued.get();
                 let over = (before + bytes).saturating_sub(limits::CONNECTION_FREE_BYTES)
@@ -305,7 +298,6 @@ async fn read_requests(
             correlation_id,
             reply,
             _slot: slot,
-            class,
             received,
             decoded,
         };
@@ -435,7 +427,7 @@ async fn write_replies(
                 let reply = pending.await;
                 stages
                     .borrow_mut()
-                    .record(q.class, Stage::Handle, q.decoded.elapsed());
+                    .record(q.api as i16, Stage::Handle, q.decoded.elapsed());
                 match encode(q.api, q.version, q.correlation_id, reply, &peer) {
                     Ok(Some(segments)) => (segments, 0),
                     Ok(None) => continue,
@@ -455,9 +447,9 @@ async fn write_replies(
         queued.set(queued.get() - bytes);
         stream.flush().await?;
         let mut stages = stages.borrow_mut();
-        stages.record(q.class, Stage::Write, writing.elapsed());
+        stages.record(q.api as i16, Stage::Write, writing.elapsed());
         let took = q.received.elapsed();
-        stages.record(q.class, Stage::Total, took);
+        stages.record(q.api as i16, Stage::Total, took);
         crate::metrics::with(|m| m.request_done(q.api as i16, took));
     }
     stream.flush().await?;

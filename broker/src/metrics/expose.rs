@@ -70,7 +70,7 @@ pub struct Scrape {
     /// Group offsets past that limit.
     pub group_offsets_left_out: u64,
     /// Request stages (`stages`), all shards: (api, stage, histogram).
-    pub stages: Vec<(&'static str, &'static str, Hist)>,
+    pub stages: Vec<(String, &'static str, Hist)>,
     /// By shard.
     pub shard_gauges: Vec<ShardGauges>,
     /// A cluster node's series; `None` alone.
@@ -89,7 +89,8 @@ pub fn encode(scrape: Scrape) -> String {
     }
 }
 
-fn api_name(slot: usize) -> String {
+/// The `api` label of a per-API slot (`metrics::api_slot`): Kafka's name of the API.
+pub fn api_name(slot: usize) -> String {
     if slot + 1 == API_KEYS {
         return "other".into();
     }
@@ -406,12 +407,12 @@ impl Scrape {
             let mut m = enc.encode_descriptor(
                 "request_stage_latency",
                 "Time in each stage of a request (all shards): queue, decode, handle, write, \
-                 total by API class; hop, append, fsync_wait by partition; the shard's timer lag",
+                 total by API; hop, append, fsync_wait of partitions; the shards' timer lag",
                 Some(&Unit::Seconds),
                 MetricType::Histogram,
             )?;
             for (api, stage, h) in &self.stages {
-                let labels = [("api", api.to_string()), ("stage", stage.to_string())];
+                let labels = [("api", api.clone()), ("stage", stage.to_string())];
                 histogram(&mut m.encode_family(&labels)?, h)?;
             }
         }
@@ -542,7 +543,7 @@ mod tests {
                 lag: Some(10),
             }],
             group_offsets_left_out: 0,
-            stages: vec![("produce", "decode", {
+            stages: vec![("Produce".into(), "decode", {
                 let mut h = Hist::default();
                 h.observe(Duration::from_micros(3));
                 h
@@ -576,7 +577,7 @@ mod tests {
             "strand_metrics_partitions_left_out 7",
             "strand_group_committed_offset{group=\"g\",topic=\"t\",partition=\"3\"} 30",
             "strand_group_lag{group=\"g\",topic=\"t\",partition=\"3\"} 10",
-            "strand_request_stage_latency_seconds_count{api=\"produce\",stage=\"decode\"} 1",
+            "strand_request_stage_latency_seconds_count{api=\"Produce\",stage=\"decode\"} 1",
             "strand_produce_memory_bytes{shard=\"0\"} 2048",
             "strand_partition_isr_size{topic=\"t\",partition=\"3\"} 2",
             "strand_partition_replication_lag_records{topic=\"t\",partition=\"3\",replica=\"2\"} 17",

@@ -116,7 +116,9 @@ pub struct ShardMetrics {
     pub errors: HashMap<(i16, i16), u64>,
 }
 
-fn api_slot(api_key: i16) -> usize {
+/// The slot of `api_key` in per-API tables: its own below `API_KEYS - 1`, the last for any
+/// other (so a client sending made-up keys adds no series).
+pub fn api_slot(api_key: i16) -> usize {
     usize::try_from(api_key)
         .ok()
         .filter(|&k| k < API_KEYS - 1)

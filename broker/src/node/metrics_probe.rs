@@ -17,7 +17,7 @@ pub struct ShardScrape {
     pub partitions: Vec<PartitionGauges>,
     /// (group, topic, partition, committed offset) of the groups this shard coordinates.
     pub committed: Vec<(String, String, i32, i64)>,
-    pub stages: Vec<(&'static str, &'static str, Hist)>,
+    pub stages: Vec<(String, &'static str, Hist)>,
     pub gauges: ShardGauges,
     /// The groups this shard coordinates (`GET /v1/groups`).
     pub groups: Vec<GroupSummary>,
@@ -212,14 +212,14 @@ impl Node {
         let mut committed = Vec::new();
         let mut shards = Vec::with_capacity(parts.len());
         let mut shard_gauges = Vec::with_capacity(parts.len());
-        let mut stages: Vec<(&'static str, &'static str, Hist)> = Vec::new();
+        let mut stages: Vec<(String, &'static str, Hist)> = Vec::new();
         for p in parts {
             shards.push(p.counters);
             shard_gauges.push(p.gauges);
             partitions.extend(p.partitions);
             committed.extend(p.committed);
             for (api, stage, h) in p.stages {
-                match stages.iter_mut().find(|(a, s, _)| (*a, *s) == (api, stage)) {
+                match stages.iter_mut().find(|(a, s, _)| *a == api && *s == stage) {
                     Some((_, _, all)) => all.merge(&h),
                     None => stages.push((api, stage, h)),
                 }

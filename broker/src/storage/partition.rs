@@ -549,14 +549,24 @@ impl PartitionLog {
             let txn_index = st.txns.index_for_segment(closed.base, closed.next);
             (closed, txn_index)
         };
-        glommio::executor()
-            .spawn_blocking(move || -> io::Result<()> {
+        // Closed segments always have a reader (compaction and truncation rely on it): the
+        // closing one gets its now if it was never read from disk as the active one.
+        let closing = closed.base;
+        let needs_reader = !self.inner.state.borrow().readers.contains_key(&closing);
+        let reader = glommio::executor()
+            .spawn_blocking(move || -> io::Result<Option<File>> {
                 write_indexes(&dir, &closed)?;
                 super::partition_txn::write_txn_index(&dir, closed.base, &txn_index)?;
-                sync_dir(&dir)
+                sync_dir(&dir)?;
+                needs_reader
+                    .then(|| open_for_direct_reads(&dir.join(log_file_name(closed.base))))
+                    .transpose()
             })
             .await?;
         let mut st = self.inner.state.borrow_mut();
+        if let Some(r) = reader {
+            st.readers.entry(closing).or_insert_with(|| Arc::new(r));
+        }
         let new_base = st.log.roll();
         debug_assert_eq!(new_base, base);
         st.writer = writer;
@@ -603,25 +613,29 @@ impl PartitionLog {
         }
     }
 
-    /// The reader of segment `base`, opened now if this is its first read from disk (readers
-    /// are opened lazily: a partition costs one descriptor until it is read from disk).
-    async fn segment_reader(&self, base: Offset) -> Result<Arc<File>, ReadError> {
+    /// Opens the active segment's reader on its first read from disk: only the active
+    /// segment may lack one (closed segments get theirs when they close or at open), so a
+    /// partition costs one descriptor, its writer's, until its tail is read from disk (most
+    /// tail reads come from the cache). Kept only if no truncation ran meanwhile and `base`
+    /// is still the active segment (a truncation may remove its file and make another of
+    /// that name); the caller reads again either way, so a read's position and its file
+    /// always come from one look at the state.
+    async fn open_active_reader(&self, base: Offset) -> Result<(), ReadError> {
+        let truncations = self.inner.state.borrow().truncations;
         let path = self.inner.dir.join(log_file_name(base));
         let opened = glommio::executor()
             .spawn_blocking(move || open_for_direct_reads(&path))
             .await;
         let mut st = self.inner.state.borrow_mut();
+        let current = st.truncations == truncations && st.log.active().base == base;
         match opened {
-            // Retention or compaction may have removed the segment meanwhile.
-            Err(_) if st.log.segments().all(|s| s.base != base) => Err(ReadError::OutOfRange {
-                log_start: st.log.log_start(),
-                log_end: st.log.log_end(),
-            }),
+            Ok(f) if current => {
+                st.readers.entry(base).or_insert_with(|| Arc::new(f));
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(_) if !current => Ok(()),
             Err(e) => Err(ReadError::Io(e)),
-            // Another read may have opened it first: keep one.
-            Ok(f) => Ok(Arc::clone(
-                st.readers.entry(base).or_insert_with(|| Arc::new(f)),
-            )),
         }
     }
 
@@ -632,41 +646,54 @@ impl PartitionLog {
         offset: Offset,
         bytes_max: usize,
     ) -> Result<Result<ReadOut, Offset>, ReadError> {
-        let active;
-        let (loc, file, bound, mut out) = {
-            let st = self.inner.state.borrow();
-            let (log_start, log_end) = (st.log.log_start(), st.log.log_end());
-            let loc = st.log.locate(offset).map_err(|e| match e {
-                LocateError::OutOfRange { log_start, log_end } => {
-                    ReadError::OutOfRange { log_start, log_end }
+        let mut opened = false;
+        let (active, loc, file, bound, mut out) = loop {
+            let missing = {
+                let st = self.inner.state.borrow();
+                let (log_start, log_end) = (st.log.log_start(), st.log.log_end());
+                let loc = st.log.locate(offset).map_err(|e| match e {
+                    LocateError::OutOfRange { log_start, log_end } => {
+                        ReadError::OutOfRange { log_start, log_end }
+                    }
+                })?;
+                let mut out = ReadOut {
+                    batches: Vec::new(),
+                    log_start,
+                    log_end,
+                    last_stable: st.txns.last_stable(log_end),
+                    aborted: Vec::new(),
+                };
+                if offset == log_end {
+                    return Ok(Ok(out));
                 }
-            })?;
-            let mut out = ReadOut {
-                batches: Vec::new(),
-                log_start,
-                log_end,
-                last_stable: st.txns.last_stable(log_end),
-                aborted: Vec::new(),
+                if let Some(batches) = st.cache.read(offset, bytes_max) {
+                    out.batches = batches;
+                    return Ok(Ok(out));
+                }
+                let active = loc.segment_base == st.log.active().base;
+                let bound = if active {
+                    loc.segment_bytes.min(st.writer.written())
+                } else {
+                    loc.segment_bytes
+                };
+                match st.readers.get(&loc.segment_base).cloned() {
+                    Some(file) => break (active, loc, file, bound, out),
+                    None => (loc.segment_base, active),
+                }
             };
-            if offset == log_end {
-                return Ok(Ok(out));
+            match missing {
+                // At most once: a second miss means the open did not stick (a truncation
+                // ran meanwhile, or another does now); the next read tries again.
+                (base, true) if !opened => {
+                    self.open_active_reader(base).await?;
+                    opened = true;
+                }
+                (base, _) => {
+                    return Err(ReadError::Io(io::Error::other(format!(
+                        "no reader for segment {base}"
+                    ))))
+                }
             }
-            if let Some(batches) = st.cache.read(offset, bytes_max) {
-                out.batches = batches;
-                return Ok(Ok(out));
-            }
-            active = loc.segment_base == st.log.active().base;
-            let bound = if active {
-                loc.segment_bytes.min(st.writer.written())
-            } else {
-                loc.segment_bytes
-            };
-            let file = st.readers.get(&loc.segment_base).cloned();
-            (loc, file, bound, out)
-        };
-        let file = match file {
-            Some(f) => f,
-            None => self.segment_reader(loc.segment_base).await?,
         };
         let mut pos = loc.position;
         let mut want = (bytes_max as u64).clamp(limits::READ_BYTES_MIN, limits::READ_BYTES_MAX);

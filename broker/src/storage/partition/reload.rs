@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use strand_wire::batch::{self, peek_total_len, HEADER_BYTES};
@@ -13,7 +14,7 @@ use strand_wire::batch::{self, peek_total_len, HEADER_BYTES};
 use super::{preallocation, replica, PartitionLog, ReadError, State, StorageOptions};
 use crate::limits;
 use crate::storage::cache::BatchCache;
-use crate::storage::dma::SegmentWriter;
+use crate::storage::dma::{open_for_direct_reads, SegmentWriter};
 use crate::storage::log::LogState;
 use crate::storage::producer_state::ProducerStates;
 use crate::storage::recovery::{recover, remove_segment_files, sync_dir, RecoveryReport};
@@ -64,13 +65,30 @@ pub(super) async fn load_state(
     )
     .await?;
     writer.sync(active.size_bytes).await?;
-    // Segment readers are opened on a segment's first read from disk (`segment_reader`): a
-    // partition nobody reads from disk holds one descriptor, its writer's.
+    // Every closed segment gets its reader now; the active one on its first read from disk
+    // (`PartitionLog::open_active_reader`): a partition nobody reads from disk holds one
+    // descriptor per closed segment and its writer's.
+    let active_base = log.active().base;
+    let bases: Vec<Offset> = log
+        .segments()
+        .map(|s| s.base)
+        .filter(|&b| b != active_base)
+        .collect();
     let d = dir.to_path_buf();
-    glommio::executor()
-        .spawn_blocking(move || sync_dir(&d))
+    let readers = glommio::executor()
+        .spawn_blocking(move || -> io::Result<BTreeMap<Offset, Arc<File>>> {
+            sync_dir(&d)?;
+            bases
+                .into_iter()
+                .map(|b| {
+                    Ok((
+                        b,
+                        Arc::new(open_for_direct_reads(&d.join(log_file_name(b)))?),
+                    ))
+                })
+                .collect()
+        })
         .await?;
-    let readers = BTreeMap::new();
     let durable = log.log_end();
     let mut epochs = epochs;
     // Entries past the log end name batches a crash lost (Kafka drops them the same way).
