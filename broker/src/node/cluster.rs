@@ -233,9 +233,9 @@ impl Node {
             let reason = self.shared.disk.reason();
             return vec![Err((ErrorCode::PolicyViolation, reason)); op_len(&op)];
         }
-        // The same bound as a single node's (`partitions_max`), over the whole cluster's
-        // partitions: it keeps the metadata image (and its snapshot, which must fit a cluster
-        // message) bounded, and a node holding a replica of each within its open files.
+        // `topic.partitions.per.shard` x this node's shards (`partitions_max`), over the whole
+        // cluster's partitions: it keeps the metadata image (and its snapshot, which must fit
+        // a cluster message) bounded.
         let before = self.catalog();
         let mut scratch = (*before).clone();
         let mut checks = scratch.apply_within(&op, &self.partitions_max());

@@ -156,13 +156,17 @@ impl Node {
     /// The most partitions this node may hold, and why: `topic.partitions.per.shard` x
     /// shards, or fewer where the open-files limit leaves room for fewer: what connections
     /// may not take (`Admission::max_total`) less `limits::OPEN_FILES_RESERVED`, at
-    /// `topic.fds.per.partition` each.
+    /// `topic.fds.per.partition` each. Single node only for now: a cluster node would have to
+    /// count the replicas placed on it, and the controller knows only its own limit.
     pub(super) fn partitions_max(&self) -> (i64, String) {
         let config = self.config();
         let configured =
             i64::from(config.topic_partitions_per_shard).saturating_mul(self.shards() as i64);
-        let Some(soft) = strand_tuning::host::nofile_limit().map(|l| l.soft) else {
-            return (configured, "topic.partitions.per.shard x shards".into());
+        // A cluster's catalog counts every node's partitions, and the replicas on this node
+        // depend on placement: the open-files bound is a single node's (see the note above).
+        let soft = match strand_tuning::host::nofile_limit() {
+            Some(l) if self.shared.cluster.is_none() => l.soft,
+            _ => return (configured, "topic.partitions.per.shard x shards".into()),
         };
         let connections = self.shared.admission.max_total() as u64;
         let per = u64::try_from(config.topic_fds_per_partition.max(1)).unwrap_or(1);
