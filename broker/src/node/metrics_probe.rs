@@ -117,13 +117,15 @@ impl Node {
         tp: &crate::storage::TopicPartition,
     ) -> PartitionGauges {
         let mut g = PartitionGauges::default();
-        let Some(p) = view.and_then(|v| v.partition(&tp.0, tp.1).filter(|p| p.leader == v.me))
+        let Some((me, p)) =
+            view.and_then(|v| Some((v.me, v.partition(&tp.0, tp.1).filter(|p| p.leader == v.me)?)))
         else {
             return g;
         };
         g.replicas = Some(p.replicas.len() as i64);
         g.isr = Some(p.isr.len() as i64);
-        g.follower_lag = self.led_follower_lags(tp).unwrap_or_default();
+        let followers = p.replicas.iter().map(|r| r.node).filter(|&n| n != me);
+        g.follower_lag = self.led_follower_lags(tp, followers);
         g
     }
 
@@ -144,9 +146,9 @@ impl Node {
                 c.brokers_unfenced += 1;
             }
         }
+        let catalog = self.catalog();
         for (name, t) in &view.topics {
-            let min_isr = self
-                .catalog()
+            let min_isr = catalog
                 .topics
                 .get(name)
                 .map_or(1, |t| t.min_insync_replicas());

@@ -219,23 +219,25 @@ impl Node {
             .map(|led| led.core.high_watermark())
     }
 
-    /// Each follower of led `tp` and its records behind the leader's log end, as this
-    /// leader last heard (`None`: not led here with replicas elsewhere).
-    pub(super) fn led_follower_lags(&self, tp: &TopicPartition) -> Option<Vec<(i32, i64)>> {
+    /// Each of `followers` (replica node ids) of led `tp` and its records behind the
+    /// leader's log end, as this leader last heard (empty: not led here with replicas
+    /// elsewhere).
+    pub(super) fn led_follower_lags(
+        &self,
+        tp: &TopicPartition,
+        followers: impl Iterator<Item = i32>,
+    ) -> Vec<(i32, i64)> {
         let leaders = self.leaders.borrow();
-        let core = &leaders.get(tp)?.core;
-        let view = self.catalog().cluster.clone()?;
-        let p = view.partition(&tp.0, tp.1)?;
-        Some(
-            p.replicas
-                .iter()
-                .filter(|r| r.node != view.me)
-                .filter_map(|r| {
-                    let f = core.follower(r.node)?;
-                    Some((r.node, (core.log_end() - f.log_end).max(0)))
-                })
-                .collect(),
-        )
+        let Some(led) = leaders.get(tp) else {
+            return Vec::new();
+        };
+        let core = &led.core;
+        followers
+            .filter_map(|node| {
+                let f = core.follower(node)?;
+                Some((node, (core.log_end() - f.log_end).max(0)))
+            })
+            .collect()
     }
 
     /// What consumers may read of `tp`: its high watermark when it is led and replicated.
