@@ -26,6 +26,26 @@ pub struct Conn {
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     json: bool,
+    /// A client setting by Kafka's name, repeatable: `-X security.protocol=SASL_SSL
+    /// -X sasl.mechanism=SCRAM-SHA-256 -X sasl.username=alice -X sasl.password=...
+    /// -X ssl.truststore.location=ca.pem` (`--config` is a topic's config in `topic create`).
+    #[arg(short = 'X', long = "client-config", value_name = "KEY=VALUE", value_parser = parse_kv, global = true)]
+    client_config: Vec<(String, String)>,
+    /// A Kafka client properties file, as Kafka's tools take it; `-X` settings apply after it.
+    #[arg(long, env = "STRAND_COMMAND_CONFIG", global = true)]
+    command_config: Option<std::path::PathBuf>,
+}
+
+impl Conn {
+    fn security(&self) -> Result<strand_client::ClientSecurity, ClientError> {
+        let mut props = match &self.command_config {
+            Some(p) => strand_client::ClientSecurity::read_properties_file(p)
+                .map_err(ClientError::Invalid)?,
+            None => Vec::new(),
+        };
+        props.extend(self.client_config.iter().cloned());
+        strand_client::ClientSecurity::from_properties(&props).map_err(ClientError::Invalid)
+    }
 }
 
 #[derive(Subcommand)]
@@ -203,16 +223,25 @@ where
 {
     let brokers = conn.brokers.clone();
     let json = conn.json;
+    let security = match conn.security() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("strand: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let result = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .name("strand-cli")
         .spawn(move || async move {
-            let cluster = Cluster::connect(&brokers, "strand-cli")
+            let cluster = Cluster::connect_secure(&brokers, "strand-cli", security)
                 .await
-                .map_err(|e| {
-                    ClientError::Invalid(format!(
+                .map_err(|e| match e {
+                    // Reached, but TLS or SASL refused us: say that, not "is it running?".
+                    ClientError::Auth(_) | ClientError::Kafka { .. } => e,
+                    e => ClientError::Invalid(format!(
                         "cannot reach the brokers at {brokers} ({e}) — is `strand serve` running? \
                      (--brokers / STRAND_BROKERS)"
-                    ))
+                    )),
                 })?;
             f(cluster, json).await
         })

@@ -10,6 +10,7 @@ mod cli;
 mod cluster_info;
 mod local_cluster;
 mod top;
+mod user;
 use strand_broker::config::{BrokerConfig, DEFAULT_DATA_DIR};
 
 #[derive(Parser)]
@@ -72,6 +73,9 @@ enum Command {
     /// Load generator: latency histograms, acks comparison, Strand vs Apache Kafka. Alone, it
     /// starts a broker in a temp dir and runs a 30-second workload.
     Bench(Box<strand_bench_harness::cli::BenchArgs>),
+    /// SCRAM users in a stopped broker's data directory (the first user, before the first
+    /// start); a running broker takes users through `kafka-configs`.
+    User(user::UserArgs),
 }
 
 #[derive(clap::Args)]
@@ -146,6 +150,7 @@ fn main() -> ExitCode {
         Command::Cluster { conn, cmd } => cli::cluster(conn, cmd),
         Command::Bench(args) => bench(*args),
         Command::Top(args) => top::run(args),
+        Command::User(args) => user::run(args),
     }
 }
 

@@ -107,6 +107,15 @@ struct Common {
     /// Decided in `main` from the two flags above.
     #[arg(skip)]
     placement: Placement,
+    /// A client setting by Kafka's name, repeatable, for every connection the bench makes
+    /// (`--config security.protocol=SASL_SSL --config sasl.mechanism=SCRAM-SHA-256 ...`);
+    /// needs --bootstrap (a started broker has only its PLAINTEXT listener).
+    #[arg(long = "config", short = 'X', value_name = "KEY=VALUE")]
+    client_config: Vec<String>,
+    /// A Kafka client properties file (as Kafka's tools take with `--command-config`); the
+    /// `--config` settings apply after it.
+    #[arg(long, env = "STRAND_COMMAND_CONFIG")]
+    command_config: Option<PathBuf>,
 }
 
 /// What the bench needs from the `strand` binary.
@@ -118,6 +127,23 @@ pub struct Env {
 }
 
 impl Common {
+    /// The client settings: the properties file, then each `--config`.
+    fn client_props(&self) -> Result<Vec<(String, String)>, String> {
+        let mut props = match &self.command_config {
+            Some(p) => strand_client::ClientSecurity::read_properties_file(p)?,
+            None => Vec::new(),
+        };
+        for kv in &self.client_config {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("--config {kv:?}: KEY=VALUE"))?;
+            props.push((k.trim().to_string(), v.to_string()));
+        }
+        // Checked now, so a bad setting fails before any broker starts.
+        strand_client::ClientSecurity::from_properties(&props)?;
+        Ok(props)
+    }
+
     fn workload(&self) -> Result<Workload, String> {
         let mut w = match &self.workload {
             Some(p) => Workload::load(p)?,
@@ -266,12 +292,17 @@ fn strand_target(
             )
         }
     };
+    let client_props = c.client_props()?;
+    if !client_props.is_empty() && c.bootstrap.is_none() {
+        return Err("--config / --command-config client settings need --bootstrap: the bench starts brokers with a PLAINTEXT listener only".into());
+    }
     let t = Target {
         label: label.into(),
         bootstrap,
         broker,
         topic_configs: Vec::new(),
         admin,
+        client_props,
     };
     Ok((t, spawned))
 }
@@ -547,6 +578,7 @@ fn compare_brokers(
                 broker: format!("kafka at {b}"),
                 topic_configs: Vec::new(),
                 admin: None,
+                client_props: c.client_props()?,
             },
             Vec::new(),
         ),
@@ -569,6 +601,7 @@ fn compare_brokers(
                     broker: k.first().map(|s| s.description.clone()).unwrap_or_default(),
                     topic_configs: Vec::new(),
                     admin: None,
+                    client_props: Vec::new(),
                 },
                 k,
             )

@@ -34,6 +34,9 @@ pub struct Target {
     /// Strand's admin API (`HOST:PORT`), for the broker's stage timings; `None`: not known
     /// (Kafka, or a broker given without `--broker-admin`).
     pub admin: Option<String>,
+    /// Client settings by Kafka's names (`security.protocol`, `sasl.*`, `ssl.*`), for every
+    /// connection the bench makes to this target.
+    pub client_props: Vec<(String, String)>,
 }
 
 /// What a run measured.
@@ -102,6 +105,7 @@ const INVALID_REPLICATION_FACTOR: i16 = 38;
 const NOT_CONTROLLER: i16 = 41;
 
 fn create_topics(
+    props: &[(String, String)],
     bootstrap: &str,
     topics: &[String],
     partitions: i32,
@@ -109,10 +113,11 @@ fn create_topics(
     configs: &[(String, String)],
 ) -> Result<(), String> {
     let (bootstrap, topics, configs) = (bootstrap.to_string(), topics.to_vec(), configs.to_vec());
+    let security = crate::driver::security(props)?;
     let replication_factor = i16::try_from(replication_factor)
         .map_err(|_| format!("replication factor {replication_factor} is out of range"))?;
     block_on(move || async move {
-        let cluster = Cluster::connect(&bootstrap, "strand-bench-admin")
+        let cluster = Cluster::connect_secure(&bootstrap, "strand-bench-admin", security)
             .await
             .map_err(|e| format!("cannot connect to {bootstrap}: {e}"))?;
         // A cluster just started may not have every node registered yet (Kafka and Strand
@@ -176,10 +181,13 @@ fn create_topics(
 /// How long the bench waits for a new topic's partitions to get leaders.
 const LEADERS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-fn delete_topics(bootstrap: &str, topics: &[String]) {
+fn delete_topics(props: &[(String, String)], bootstrap: &str, topics: &[String]) {
     let (bootstrap, topics) = (bootstrap.to_string(), topics.to_vec());
+    let Ok(security) = crate::driver::security(props) else {
+        return;
+    };
     let _ = block_on(move || async move {
-        let cluster = Cluster::connect(&bootstrap, "strand-bench-admin")
+        let cluster = Cluster::connect_secure(&bootstrap, "strand-bench-admin", security)
             .await
             .map_err(|e| e.to_string())?;
         for t in &topics {
@@ -260,6 +268,7 @@ pub fn run(w: &Workload, target: &Target, progress: &Progress) -> Result<RunResu
     let mut configs = w.topic_configs();
     configs.extend(target.topic_configs.iter().cloned());
     create_topics(
+        &target.client_props,
         &target.bootstrap,
         &topics,
         w.partitions_per_topic as i32,
@@ -271,9 +280,10 @@ pub fn run(w: &Workload, target: &Target, progress: &Progress) -> Result<RunResu
         bootstrap: target.bootstrap.clone(),
         topics: topics.clone(),
         run_id: id,
+        client_props: target.client_props.clone(),
     };
     let result = drive(&plan, target, progress);
-    delete_topics(&target.bootstrap, &topics);
+    delete_topics(&target.client_props, &target.bootstrap, &topics);
     result
 }
 

@@ -90,6 +90,8 @@ pub struct BrokerConfig {
     pub pid_file: Option<PathBuf>,
     /// Cluster mode (`node.id` and friends, `cluster_config`); `None`: a single node.
     pub cluster: Option<crate::cluster_config::ClusterConfig>,
+    /// Listeners, TLS, SASL and ACLs (`security::config`).
+    pub security: crate::security::config::SecurityConfig,
 }
 
 /// Kafka's `log.cleaner.*` broker settings.
@@ -144,6 +146,7 @@ impl Default for BrokerConfig {
             idle_poll_time_us: IDLE_POLL_TIME_US_DEFAULT,
             pid_file: None,
             cluster: None,
+            security: Default::default(),
         }
     }
 }
@@ -239,6 +242,39 @@ pub struct FileConfig {
     pub cluster_id: Option<String>,
     #[serde(rename = "advertised.listeners")]
     pub advertised_listeners: Option<String>,
+    pub listeners: Option<String>,
+    #[serde(rename = "listener.security.protocol.map")]
+    pub listener_security_protocol_map: Option<String>,
+    #[serde(rename = "ssl.keystore.type")]
+    pub ssl_keystore_type: Option<String>,
+    #[serde(rename = "ssl.keystore.location")]
+    pub ssl_keystore_location: Option<PathBuf>,
+    #[serde(rename = "ssl.keystore.key")]
+    pub ssl_keystore_key: Option<String>,
+    #[serde(rename = "ssl.keystore.certificate.chain")]
+    pub ssl_keystore_certificate_chain: Option<String>,
+    #[serde(rename = "ssl.key.password")]
+    pub ssl_key_password: Option<String>,
+    #[serde(rename = "ssl.truststore.type")]
+    pub ssl_truststore_type: Option<String>,
+    #[serde(rename = "ssl.truststore.location")]
+    pub ssl_truststore_location: Option<PathBuf>,
+    #[serde(rename = "ssl.truststore.certificates")]
+    pub ssl_truststore_certificates: Option<String>,
+    #[serde(rename = "ssl.client.auth")]
+    pub ssl_client_auth: Option<String>,
+    #[serde(rename = "sasl.enabled.mechanisms")]
+    pub sasl_enabled_mechanisms: Option<String>,
+    #[serde(rename = "super.users")]
+    pub super_users: Option<String>,
+    #[serde(rename = "authorizer.class.name")]
+    pub authorizer_class_name: Option<String>,
+    #[serde(rename = "allow.everyone.if.no.acl.found")]
+    pub allow_everyone_if_no_acl_found: Option<bool>,
+    #[serde(rename = "connections.max.reauth.ms")]
+    pub connections_max_reauth_ms: Option<i64>,
+    #[serde(rename = "connection.failed.authentication.delay.ms")]
+    pub connection_failed_authentication_delay_ms: Option<u64>,
     #[serde(rename = "cluster.tls.ca.location")]
     pub cluster_tls_ca: Option<PathBuf>,
     #[serde(rename = "cluster.tls.certificate.location")]
@@ -372,11 +408,43 @@ impl BrokerConfig {
             self.transaction_max_timeout_ms,
             f.transaction_max_timeout_ms
         );
+        // A single node's `advertised.listeners` names its listeners; a cluster node's is the
+        // endpoint it registers (`cluster_config`).
+        let (single_advertised, cluster_advertised) = match f.node_id {
+            Some(_) => (None, f.advertised_listeners),
+            None => (f.advertised_listeners, None),
+        };
+        crate::security::config::SecurityKeys {
+            listeners: f.listeners,
+            protocol_map: f.listener_security_protocol_map,
+            advertised_listeners: single_advertised,
+            keystore_type: f.ssl_keystore_type,
+            keystore_location: f.ssl_keystore_location,
+            keystore_key: f.ssl_keystore_key,
+            keystore_certificate_chain: f.ssl_keystore_certificate_chain,
+            key_password: f.ssl_key_password,
+            truststore_type: f.ssl_truststore_type,
+            truststore_location: f.ssl_truststore_location,
+            truststore_certificates: f.ssl_truststore_certificates,
+            client_auth: f.ssl_client_auth,
+            sasl_enabled_mechanisms: f.sasl_enabled_mechanisms,
+            super_users: f.super_users,
+            authorizer_class_name: f.authorizer_class_name,
+            allow_everyone_if_no_acl_found: f.allow_everyone_if_no_acl_found,
+            connections_max_reauth_ms: f.connections_max_reauth_ms,
+            failed_authentication_delay_ms: f.connection_failed_authentication_delay_ms,
+        }
+        .resolve(&mut self.security)
+        .map_err(|e| ConfigError(e.0))?;
+        if let Some(first) = self.security.listeners.as_ref().and_then(|l| l.first()) {
+            // What still reads `listen` (logs, a cluster node's default endpoint) sees the first.
+            self.listen = first.bind.to_string();
+        }
         self.cluster = crate::cluster_config::ClusterKeys {
             node_id: f.node_id,
             voters: f.controller_quorum_voters,
             cluster_id: f.cluster_id,
-            advertised_listeners: f.advertised_listeners,
+            advertised_listeners: cluster_advertised,
             tls_ca: f.cluster_tls_ca,
             tls_certificate: f.cluster_tls_certificate,
             tls_key: f.cluster_tls_key,
@@ -393,6 +461,23 @@ impl BrokerConfig {
         .resolve()
         .map_err(|e| ConfigError(e.0))?;
         Ok(())
+    }
+
+    /// The Kafka listeners: `listeners`, or one PLAINTEXT listener on `listen`.
+    pub fn listeners(&self) -> Vec<crate::security::config::Listener> {
+        if let Some(l) = &self.security.listeners {
+            return l.clone();
+        }
+        let bind = self
+            .listen
+            .parse::<std::net::SocketAddr>()
+            .unwrap_or_else(|_| std::net::SocketAddr::from(([127, 0, 0, 1], 9092)));
+        vec![crate::security::config::Listener {
+            name: "PLAINTEXT".into(),
+            protocol: crate::security::config::SecurityProtocol::Plaintext,
+            bind,
+            advertised: (bind.ip().to_string(), bind.port()),
+        }]
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -493,6 +578,9 @@ impl BrokerConfig {
                 self.admin_listen
             )));
         }
+        self.security
+            .validate(&self.listeners())
+            .map_err(|e| ConfigError(e.0))?;
         if self.listen.parse::<std::net::SocketAddr>().is_err() {
             return Err(ConfigError(format!(
                 "listen must be HOST:PORT, got {:?}",

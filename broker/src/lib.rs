@@ -60,6 +60,7 @@ pub mod memory;
 pub mod metrics;
 pub mod node;
 pub mod runtime;
+pub mod security;
 pub mod server;
 pub mod shutdown;
 pub mod stages;

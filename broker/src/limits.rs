@@ -367,3 +367,13 @@ pub const METADATA_AWAIT_NEW_LEADER_MS: u64 = 300;
 
 /// Cluster mode: how often such a waiting Metadata answer looks at the catalog again.
 pub const METADATA_AWAIT_NEW_LEADER_POLL_MS: u64 = 2;
+
+/// A new connection must finish its TLS handshake, and on a SASL listener its SASL
+/// authentication, within this long (Kafka leaves it to `connections.max.idle.ms`; a
+/// client that opens connections and stalls mid-handshake would hold them ten minutes).
+pub const AUTHENTICATION_TIMEOUT_MS: u64 = 10_000;
+
+/// The largest request frame a connection on a SASL listener may send before it has
+/// authenticated: a SASL token (`strand_wire::sasl::SASL_TOKEN_BYTES_MAX`, 64 KiB) and its
+/// request header (Kafka bounds this with `sasl.server.max.receive.size`, 512 KiB).
+pub const UNAUTHENTICATED_FRAME_BYTES_MAX: usize = strand_wire::sasl::SASL_TOKEN_BYTES_MAX + 4096;

@@ -24,6 +24,7 @@ use crate::limits;
 use crate::node::{Mesh, Node, NodeShared, ShardMsg};
 use crate::runtime::clock::now_ms;
 use crate::runtime::shard::{run_shards, shard_count};
+use crate::security::config::Listener;
 use crate::storage::CleanOptions;
 
 /// Version of the on-disk layout; written to `<data_dir>/strand.meta`.
@@ -112,6 +113,11 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
     let storage = crate::host::storage_options(&config)?;
     crate::host::warn_on_tuning(&config.data_dir);
     let mesh = Mesh::new(shards);
+    let security = Arc::new(crate::security::Security::new(
+        &config.security,
+        &config.listeners(),
+        &config.data_dir,
+    )?);
     // A single node replicates nothing: its broker configs live in the catalog.
     let throttle_rates = match config.cluster {
         Some(_) => crate::cluster::throttle_rates::ThrottleRates::load(&config.data_dir)?,
@@ -139,6 +145,7 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
         cluster: handle,
         throttle_rates: Arc::new(throttle_rates),
         listeners_bound: Default::default(),
+        security,
     });
     info!(
         max_connections = shared.admission.max_total(),
@@ -277,13 +284,32 @@ async fn shard_main(
         crate::admin_http::spawn(Rc::clone(&node));
     }
 
-    let listen = shared.config.listen.clone();
-    let listener = TcpListener::bind(listen.as_str())
-        .map_err(|e| io::Error::other(format!("cannot listen on {listen}: {e}")))?;
-    info!(shard = id, addr = %listen, "listening");
+    let listeners = shared.config.listeners();
+    let mut bound = Vec::new();
+    for l in &listeners {
+        let listener = TcpListener::bind(l.bind).map_err(|e| {
+            io::Error::other(format!("cannot listen on {} ({}): {e}", l.bind, l.name))
+        })?;
+        info!(shard = id, addr = %l.bind, listener = %l.name, protocol = l.protocol.name(), "listening");
+        bound.push((l.clone(), listener));
+    }
     node.shared
         .listeners_bound
         .fetch_add(1, std::sync::atomic::Ordering::Release);
+    let accepting: Vec<_> = bound
+        .into_iter()
+        .map(|(l, listener)| glommio::spawn_local(accept_loop(Rc::clone(&node), l, listener)))
+        .collect();
+    for task in accepting {
+        task.await;
+    }
+    Ok(())
+}
+
+/// Accepts one listener's connections on this shard, each served by its own task.
+async fn accept_loop(node: Rc<Node>, listener_config: Listener, listener: TcpListener) {
+    let id = node.shard;
+    let listener_config = Rc::new(listener_config);
     loop {
         let stream = match listener.accept().await {
             Ok(s) => s,
@@ -293,22 +319,23 @@ async fn shard_main(
                 continue;
             }
         };
-        let ip = match stream.peer_addr() {
-            Ok(a) => a.ip(),
+        let peer = match stream.peer_addr() {
+            Ok(a) => a,
             Err(_) => continue,
         };
-        let admitted = match node.shared.admission.try_admit(ip) {
+        let admitted = match node.shared.admission.try_admit(peer.ip()) {
             Ok(a) => a,
             Err(why) => {
-                debug!(shard = id, %ip, "connection refused: {why}");
+                debug!(shard = id, ip = %peer.ip(), "connection refused: {why}");
                 continue; // dropping the stream closes it
             }
         };
         let node = Rc::clone(&node);
+        let listener_config = Rc::clone(&listener_config);
         crate::metrics::with(|m| m.connections_accepted += 1);
         glommio::spawn_local(async move {
             let _admitted = admitted;
-            if let Err(e) = conn::serve(node, stream).await {
+            if let Err(e) = conn::accept(node, stream, peer, &listener_config).await {
                 if e.kind() == std::io::ErrorKind::Other {
                     warn!(error = %e, "connection closed after an internal error");
                 } else {

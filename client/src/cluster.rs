@@ -12,6 +12,7 @@ use strand_wire::kafka::protocol::StrBytes;
 
 use crate::conn::BrokerConn;
 use crate::error::ClientError;
+use crate::security::ClientSecurity;
 
 /// How long a request may wait for its answer before the client gives up on it.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -42,6 +43,9 @@ pub struct Metadata {
 struct Inner {
     bootstrap: Vec<String>,
     client_id: String,
+    security: ClientSecurity,
+    /// Built once from `security`, shared by every connection.
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     conns: RefCell<HashMap<String, BrokerConn>>,
     metadata: RefCell<Metadata>,
 }
@@ -53,8 +57,21 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// `bootstrap`: comma-separated `host:port` list. Connects to the first that answers.
+    /// `bootstrap`: comma-separated `host:port` list. Connects to the first that answers, in
+    /// plaintext.
     pub async fn connect(bootstrap: &str, client_id: &str) -> Result<Cluster, ClientError> {
+        Cluster::connect_secure(bootstrap, client_id, ClientSecurity::default()).await
+    }
+
+    /// [`Self::connect`], with every broker connection (bootstrap and later ones) secured as
+    /// `security` says.
+    pub async fn connect_secure(
+        bootstrap: &str,
+        client_id: &str,
+        security: ClientSecurity,
+    ) -> Result<Cluster, ClientError> {
+        let tls = security.tls_config().map_err(ClientError::Invalid)?;
+        security.sasl_settings().map_err(ClientError::Invalid)?;
         let bootstrap: Vec<String> = bootstrap
             .split(',')
             .map(|s| s.trim().to_string())
@@ -67,6 +84,8 @@ impl Cluster {
             inner: Rc::new(Inner {
                 bootstrap,
                 client_id: client_id.to_string(),
+                security,
+                tls,
                 conns: RefCell::new(HashMap::new()),
                 metadata: RefCell::new(Metadata::default()),
             }),
@@ -82,7 +101,10 @@ impl Cluster {
                 return Ok(c.clone());
             }
         }
-        let c = BrokerConn::connect(addr, &self.inner.client_id).await?;
+        let sasl = self.inner.security.sasl_settings().ok().flatten();
+        let c =
+            BrokerConn::connect_with(addr, &self.inner.client_id, self.inner.tls.as_ref(), sasl)
+                .await?;
         self.inner
             .conns
             .borrow_mut()
@@ -126,6 +148,11 @@ impl Cluster {
             .await?
             .request_within(body, REQUEST_TIMEOUT)
             .await
+    }
+
+    /// How this cluster's connections are secured.
+    pub fn security(&self) -> &ClientSecurity {
+        &self.inner.security
     }
 
     pub fn metadata(&self) -> Metadata {

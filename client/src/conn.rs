@@ -2,28 +2,88 @@
 //! a reader task splits response frames and hands each to the caller waiting for its
 //! correlation id. Requests are pipelined (many in flight); [`crate::protocol::Wire`] does all
 //! the protocol work.
+//!
+//! The stream is plain TCP or TLS ([`ClientStream`]); on a SASL listener the connection
+//! authenticates (SaslHandshake v1, then SaslAuthenticate rounds) right after ApiVersions,
+//! before [`BrokerConn::connect_secure`] returns it.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_channel::{mpsc, oneshot};
 use futures_lite::io::{ReadHalf, WriteHalf};
-use futures_lite::{AsyncReadExt, AsyncWriteExt, StreamExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, StreamExt};
 use glommio::net::TcpStream;
 use strand_wire::frame::FrameReader;
-use strand_wire::kafka::messages::{ApiVersionsRequest, RequestKind, ResponseKind};
+use strand_wire::kafka::messages::{
+    ApiVersionsRequest, RequestKind, ResponseKind, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
 use strand_wire::kafka::protocol::StrBytes;
+use strand_wire::sasl::{plain, scram};
 
 use crate::error::ClientError;
 use crate::protocol::Wire;
+use crate::security::{self, ClientSecurity, SaslSettings};
 
 /// Largest response frame accepted (a Fetch response is bounded by its `max_bytes`).
 pub const RESPONSE_BYTES_MAX: usize = 256 << 20;
 /// Bytes asked from the socket per read.
 const READ_CHUNK_BYTES: usize = 256 << 10;
+/// Deadline of the TLS handshake and of each SASL request.
+pub const AUTH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A broker connection's byte stream: plain TCP, or TLS over it.
+pub enum ClientStream {
+    Plain(TcpStream),
+    Tls(Box<futures_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for ClientStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_close(cx),
+            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_close(cx),
+        }
+    }
+}
 
 type Waiter = oneshot::Sender<Result<ResponseKind, ClientError>>;
 
@@ -43,14 +103,42 @@ pub struct BrokerConn {
 }
 
 impl BrokerConn {
-    /// Connects, starts the reader and writer tasks, and negotiates API versions.
+    /// Connects in plaintext, starts the reader and writer tasks, and negotiates API versions.
     pub async fn connect(addr: &str, client_id: &str) -> Result<BrokerConn, ClientError> {
-        let stream = TcpStream::connect(addr).await.map_err(|e| {
+        BrokerConn::connect_with(addr, client_id, None, None).await
+    }
+
+    /// [`Self::connect`] as `security` says: TLS first if the protocol uses it, then SASL
+    /// after ApiVersions. A broker's `session_lifetime_ms` (KIP-368) is not acted on: the
+    /// connection is not re-authenticated, the broker closes it when the session expires,
+    /// and [`crate::Cluster`] opens a new one for the next request.
+    pub async fn connect_secure(
+        addr: &str,
+        client_id: &str,
+        security: &ClientSecurity,
+    ) -> Result<BrokerConn, ClientError> {
+        let tls = security.tls_config().map_err(ClientError::Invalid)?;
+        let sasl = security.sasl_settings().map_err(ClientError::Invalid)?;
+        BrokerConn::connect_with(addr, client_id, tls.as_ref(), sasl).await
+    }
+
+    /// Connects with an already built TLS configuration (shared by a cluster's connections).
+    pub(crate) async fn connect_with(
+        addr: &str,
+        client_id: &str,
+        tls: Option<&Arc<rustls::ClientConfig>>,
+        sasl: Option<&SaslSettings>,
+    ) -> Result<BrokerConn, ClientError> {
+        let tcp = TcpStream::connect(addr).await.map_err(|e| {
             ClientError::Io(std::io::Error::other(format!(
                 "cannot connect to {addr}: {e}"
             )))
         })?;
-        let _ = stream.set_nodelay(true);
+        let _ = tcp.set_nodelay(true);
+        let stream = match tls {
+            None => ClientStream::Plain(tcp),
+            Some(config) => ClientStream::Tls(Box::new(tls_handshake(addr, config, tcp).await?)),
+        };
         let (reader, writer) = futures_lite::io::split(stream);
         let (tx, rx) = mpsc::unbounded();
         let conn = BrokerConn {
@@ -86,7 +174,69 @@ impl BrokerConn {
                 ))
             }
         }
+        if let Some(sasl) = sasl {
+            conn.authenticate(sasl).await?;
+        }
         Ok(conn)
+    }
+
+    /// SaslHandshake, then the mechanism's SaslAuthenticate rounds.
+    async fn authenticate(&self, sasl: &SaslSettings) -> Result<(), ClientError> {
+        let mechanism = sasl.mechanism;
+        let mut req = SaslHandshakeRequest::default();
+        req.mechanism = StrBytes::from_static_str(mechanism.name());
+        let body = RequestKind::SaslHandshake(req);
+        let ResponseKind::SaslHandshake(r) = self.request_within(body, AUTH_TIMEOUT).await? else {
+            return Err(ClientError::Protocol(
+                "unexpected SaslHandshake answer".into(),
+            ));
+        };
+        if r.error_code != 0 {
+            let enabled: Vec<&str> = r.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(ClientError::Kafka {
+                code: r.error_code,
+                message: Some(format!(
+                    "{} does not accept SASL mechanism {mechanism}; it enables: {}",
+                    self.inner.addr,
+                    if enabled.is_empty() {
+                        "none".to_string()
+                    } else {
+                        enabled.join(", ")
+                    }
+                )),
+            });
+        }
+        let Some(m) = scram::ScramMechanism::from_mechanism(mechanism) else {
+            self.sasl_round(plain::token(&sasl.username, &sasl.password))
+                .await?;
+            return Ok(());
+        };
+        let local = |e: strand_wire::sasl::SaslError| {
+            ClientError::Auth(format!(
+                "SASL {mechanism} authentication with {} failed: {e}",
+                self.inner.addr
+            ))
+        };
+        let mut client = scram::ScramClient::new(m, &sasl.username, &sasl.password);
+        let server_first = self.sasl_round(client.client_first()).await?;
+        let client_final = client.server_first(&server_first).map_err(local)?;
+        let server_final = self.sasl_round(client_final).await?;
+        client.server_final(&server_final).map_err(local)
+    }
+
+    /// One SaslAuthenticate request; the server's token.
+    async fn sasl_round(&self, token: Vec<u8>) -> Result<Bytes, ClientError> {
+        let mut req = SaslAuthenticateRequest::default();
+        req.auth_bytes = Bytes::from(token);
+        let body = RequestKind::SaslAuthenticate(req);
+        let ResponseKind::SaslAuthenticate(r) = self.request_within(body, AUTH_TIMEOUT).await?
+        else {
+            return Err(ClientError::Protocol(
+                "unexpected SaslAuthenticate answer".into(),
+            ));
+        };
+        ClientError::check(r.error_code, r.error_message.as_deref())?;
+        Ok(r.auth_bytes)
     }
 
     pub fn addr(&self) -> &str {
@@ -157,6 +307,57 @@ impl BrokerConn {
     }
 }
 
+/// The TLS handshake, within [`AUTH_TIMEOUT`]. A certificate or protocol failure is an
+/// [`ClientError::Auth`] that says which setting to look at.
+async fn tls_handshake(
+    addr: &str,
+    config: &Arc<rustls::ClientConfig>,
+    tcp: TcpStream,
+) -> Result<futures_rustls::client::TlsStream<TcpStream>, ClientError> {
+    let name = security::server_name(addr).map_err(ClientError::Invalid)?;
+    let connector = futures_rustls::TlsConnector::from(Arc::clone(config));
+    let handshake =
+        futures_lite::future::or(async { Some(connector.connect(name, tcp).await) }, async {
+            glommio::timer::sleep(AUTH_TIMEOUT).await;
+            None
+        });
+    match handshake.await {
+        None => Err(ClientError::Timeout(format!(
+            "TLS handshake with {addr} took over {AUTH_TIMEOUT:?}"
+        ))),
+        Some(Ok(stream)) => Ok(stream),
+        Some(Err(e)) => {
+            let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) else {
+                return Err(ClientError::Io(io::Error::other(format!(
+                    "TLS handshake with {addr}: {e}"
+                ))));
+            };
+            let hint = match tls {
+                rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::NotValidForName
+                    | rustls::CertificateError::NotValidForNameContext { .. },
+                ) => {
+                    "the broker's certificate does not name this host; connect by a name it \
+                     lists, or set ssl.endpoint.identification.algorithm= (empty) to skip the \
+                     name check"
+                }
+                rustls::Error::InvalidCertificate(_) => {
+                    "check that ssl.truststore.location (ssl.ca.location) is the CA that signed \
+                     the broker's certificate"
+                }
+                rustls::Error::AlertReceived(_) => {
+                    "the broker refused the handshake; if it wants a client certificate, give \
+                     one with ssl.keystore.location"
+                }
+                _ => "check that the listener speaks TLS (security.protocol SSL or SASL_SSL)",
+            };
+            Err(ClientError::Auth(format!(
+                "TLS handshake with {addr} failed: {tls} — {hint}"
+            )))
+        }
+    }
+}
+
 fn fail(inner: &Inner, why: String) {
     inner.failed.borrow_mut().get_or_insert(why.clone());
     for (_, w) in inner.waiters.borrow_mut().drain() {
@@ -165,7 +366,7 @@ fn fail(inner: &Inner, why: String) {
 }
 
 async fn write_loop(
-    mut writer: WriteHalf<TcpStream>,
+    mut writer: WriteHalf<ClientStream>,
     mut rx: mpsc::UnboundedReceiver<Bytes>,
 ) -> std::io::Result<()> {
     while let Some(frame) = rx.next().await {
@@ -179,7 +380,7 @@ async fn write_loop(
     writer.close().await
 }
 
-async fn read_loop(weak: std::rc::Weak<Inner>, mut reader: ReadHalf<TcpStream>) {
+async fn read_loop(weak: std::rc::Weak<Inner>, mut reader: ReadHalf<ClientStream>) {
     let mut frames = FrameReader::new(RESPONSE_BYTES_MAX);
     loop {
         let frame = match frames.next_frame() {

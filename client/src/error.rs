@@ -20,6 +20,9 @@ pub enum ClientError {
     Timeout(String),
     /// A bad argument (unknown topic, partition out of range, ...), said plainly.
     Invalid(String),
+    /// TLS or SASL failed on this side: a certificate refused, a bad security setting, a
+    /// SCRAM server that did not prove it knows the credential. Not retriable.
+    Auth(String),
 }
 
 impl ClientError {
@@ -62,9 +65,12 @@ impl std::fmt::Display for ClientError {
                     Some(name) => write!(f, "{name:?} (error {code})")?,
                     None => write!(f, "Kafka error {code}")?,
                 }
-                match message {
-                    Some(m) if !m.is_empty() => write!(f, ": {m}"),
-                    _ => Ok(()),
+                if let Some(m) = message.as_deref().filter(|m| !m.is_empty()) {
+                    write!(f, ": {m}")?;
+                }
+                match hint(*code) {
+                    Some(h) => write!(f, " — {h}"),
+                    None => Ok(()),
                 }
             }
             ClientError::Io(e) => write!(f, "connection error: {e}"),
@@ -72,8 +78,26 @@ impl std::fmt::Display for ClientError {
             ClientError::Unsupported(m) => write!(f, "unsupported: {m}"),
             ClientError::Timeout(m) => write!(f, "timed out: {m}"),
             ClientError::Invalid(m) => f.write_str(m),
+            ClientError::Auth(m) => f.write_str(m),
         }
     }
+}
+
+/// What to do about a security error code.
+fn hint(code: i16) -> Option<&'static str> {
+    Some(match code {
+        29 => "check the user's ACLs for the topic",
+        30 => "check the user's ACLs for the group",
+        31 => "check the user's ACLs for the cluster",
+        53 => "check the user's ACLs for the transactional id",
+        33 => "set sasl.mechanism to one the broker enables",
+        34 => "check that security.protocol matches the broker's listener",
+        58 => {
+            "check the username and password (sasl.username and sasl.password, or \
+             sasl.jaas.config) and sasl.mechanism"
+        }
+        _ => return None,
+    })
 }
 
 impl std::error::Error for ClientError {}

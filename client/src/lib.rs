@@ -10,10 +10,12 @@
 //! - [`partitioner`] — Kafka's murmur2 key partitioner (same choice as the Java client and
 //!   librdkafka's `murmur2_random`) and the sticky partitioner for keyless records.
 //! - [`error`] — `ClientError`: a Kafka error code by name, or what went wrong locally.
+//! - [`security`] — `ClientSecurity`: `security.protocol`, SASL and TLS settings from Kafka
+//!   client properties, and the rustls configuration.
 //!
 //! glommio driver:
-//! - [`conn`] — `BrokerConn`: one connection, a writer and a reader task, many requests in
-//!   flight.
+//! - [`conn`] — `BrokerConn`: one connection (TCP or TLS, SASL-authenticated where asked), a
+//!   writer and a reader task, many requests in flight.
 //! - [`cluster`] — `Cluster`: bootstrap, metadata, one connection per broker, shared.
 //! - [`admin`] — topics, configs, groups, offsets, as methods on `Cluster`.
 //! - [`producer`] — `Producer`: batching (`linger.ms`, `batch.size`), acks 0/1/all,
@@ -34,9 +36,12 @@ pub mod group;
 pub mod partitioner;
 pub mod producer;
 pub mod protocol;
+pub mod security;
 
 pub use admin::{GroupInfo, OffsetSpec};
 pub use cluster::{Cluster, Metadata, TopicInfo};
 pub use consumer::{Consumer, ConsumerConfig, Record, StartAt};
 pub use error::ClientError;
 pub use producer::{Delivery, Producer, ProducerConfig};
+pub use security::{is_security_key, ClientSecurity, Protocol, SaslSettings, TlsSettings};
+pub use strand_wire::sasl::Mechanism;

@@ -43,6 +43,9 @@ pub const PREFERRED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ElectLeaders, 1, 2),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    // v1: the tokens travel in SaslAuthenticate (v0 sent them as raw frames).
+    (ApiKey::SaslHandshake, 1, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 /// The version of ApiVersions sent first, before anything is known (v3: flexible, and
@@ -180,8 +183,10 @@ pub fn api_of(body: &RequestKind) -> ApiKey {
         RequestKind::ElectLeaders(_) => ApiKey::ElectLeaders,
         RequestKind::AlterPartitionReassignments(_) => ApiKey::AlterPartitionReassignments,
         RequestKind::ListPartitionReassignments(_) => ApiKey::ListPartitionReassignments,
-        // Anything else is refused by `version` (not in PREFERRED).
-        _ => ApiKey::SaslAuthenticate,
+        RequestKind::SaslHandshake(_) => ApiKey::SaslHandshake,
+        RequestKind::SaslAuthenticate(_) => ApiKey::SaslAuthenticate,
+        // Anything else is refused by `version` (a broker-internal API, not in PREFERRED).
+        _ => ApiKey::Envelope,
     }
 }
 
@@ -231,5 +236,33 @@ mod tests {
         assert!(w.decode(Bytes::from_static(&[1])).is_err());
         w.forget(id);
         let _ = ApiVersionsRequest::default();
+    }
+
+    #[test]
+    fn negotiates_sasl_versions() {
+        use strand_wire::kafka::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+        let mut w = Wire::new("test");
+        let mut resp = ApiVersionsResponse::default();
+        resp.api_keys = vec![
+            broker_range(ApiKey::SaslHandshake, 0, 1),
+            broker_range(ApiKey::SaslAuthenticate, 0, 2),
+        ];
+        w.set_versions(&resp);
+        assert_eq!(w.version(ApiKey::SaslHandshake).expect("handshake"), 1);
+        assert_eq!(
+            w.version(ApiKey::SaslAuthenticate).expect("authenticate"),
+            2
+        );
+        w.encode(&RequestKind::SaslHandshake(SaslHandshakeRequest::default()))
+            .expect("encodes");
+        w.encode(&RequestKind::SaslAuthenticate(
+            SaslAuthenticateRequest::default(),
+        ))
+        .expect("encodes");
+        // A broker with only SaslHandshake v0 (raw tokens) is refused.
+        let mut w = Wire::new("test");
+        resp.api_keys = vec![broker_range(ApiKey::SaslHandshake, 0, 0)];
+        w.set_versions(&resp);
+        assert!(w.version(ApiKey::SaslHandshake).is_err());
     }
 }

@@ -34,6 +34,7 @@ pub mod error;
 pub mod fetch;
 pub mod frame;
 pub mod records;
+pub mod sasl;
 pub mod validate;
 pub mod varint;
 

@@ -24,6 +24,32 @@ pub struct Plan {
     pub topics: Vec<String>,
     /// Unique per run: group names and transactional ids are derived from it.
     pub run_id: String,
+    /// Client settings by Kafka's names (`security.protocol`, `sasl.*`, `ssl.*`).
+    pub client_props: Vec<(String, String)>,
+}
+
+/// The native client's security from the client settings (TLS, SASL).
+pub fn security(props: &[(String, String)]) -> Result<strand_client::ClientSecurity, String> {
+    strand_client::ClientSecurity::from_properties(props)
+}
+
+/// The client settings as librdkafka takes them: Kafka's Java names for PEM files mapped to
+/// librdkafka's (`ssl.truststore.location` -> `ssl.ca.location`, a PEM keystore ->
+/// `ssl.certificate.location` + `ssl.key.location`), the store types (PEM only) dropped.
+pub fn librdkafka_props(props: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (k, v) in props {
+        match k.as_str() {
+            "ssl.truststore.type" | "ssl.keystore.type" => {}
+            "ssl.truststore.location" => out.push(("ssl.ca.location".into(), v.clone())),
+            "ssl.keystore.location" => {
+                out.push(("ssl.certificate.location".into(), v.clone()));
+                out.push(("ssl.key.location".into(), v.clone()));
+            }
+            _ => out.push((k.clone(), v.clone())),
+        }
+    }
+    out
 }
 
 /// One producer: its topic and a seed for its keys.

@@ -161,9 +161,13 @@ async fn produce(
     spec: ProducerSpec,
 ) -> Result<(), String> {
     let w = &plan.workload;
-    let cluster = Cluster::connect(&plan.bootstrap, "strand-bench")
-        .await
-        .map_err(|e| format!("producer: cannot connect to {}: {e}", plan.bootstrap))?;
+    let cluster = Cluster::connect_secure(
+        &plan.bootstrap,
+        "strand-bench",
+        super::security(&plan.client_props)?,
+    )
+    .await
+    .map_err(|e| format!("producer: cannot connect to {}: {e}", plan.bootstrap))?;
     wait_for_topic(&cluster, &spec.topic).await?;
     let config = ProducerConfig {
         acks: w.acks_i16()?,
@@ -250,9 +254,13 @@ async fn consume(
     rec: &Recorder,
     spec: ConsumerSpec,
 ) -> Result<(), String> {
-    let cluster = Cluster::connect(&plan.bootstrap, "strand-bench")
-        .await
-        .map_err(|e| format!("consumer: cannot connect to {}: {e}", plan.bootstrap))?;
+    let cluster = Cluster::connect_secure(
+        &plan.bootstrap,
+        "strand-bench",
+        super::security(&plan.client_props)?,
+    )
+    .await
+    .map_err(|e| format!("consumer: cannot connect to {}: {e}", plan.bootstrap))?;
     let config = ConsumerConfig {
         group: Some(spec.group.clone()),
         max_wait_ms: FETCH_WAIT_MS,

@@ -95,6 +95,9 @@ fn produce(plan: &Plan, ctl: &Control, rec: &Recorder, spec: &ProducerSpec) -> R
     let w = &plan.workload;
     let outstanding = Arc::new(AtomicUsize::new(0));
     let mut config = ClientConfig::new();
+    for (k, v) in super::librdkafka_props(&plan.client_props) {
+        config.set(k, v);
+    }
     config
         .set("bootstrap.servers", &plan.bootstrap)
         .set("client.id", "strand-bench")
@@ -198,7 +201,11 @@ fn produce(plan: &Plan, ctl: &Control, rec: &Recorder, spec: &ProducerSpec) -> R
 }
 
 fn consume(plan: &Plan, ctl: &Control, rec: &Recorder, spec: &ConsumerSpec) -> Result<(), String> {
-    let consumer: BaseConsumer = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    for (k, v) in super::librdkafka_props(&plan.client_props) {
+        config.set(k, v);
+    }
+    let consumer: BaseConsumer = config
         .set("bootstrap.servers", &plan.bootstrap)
         .set("client.id", "strand-bench")
         .set("group.id", &spec.group)

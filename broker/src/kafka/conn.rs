@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use futures_channel::{mpsc, oneshot};
 use futures_lite::io::{ReadHalf, WriteHalf};
-use futures_lite::{AsyncReadExt, AsyncWriteExt, StreamExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, StreamExt};
 use glommio::net::TcpStream;
 use glommio::sync::{Semaphore, StaticPermit};
 use strand_wire::api::{decode_request, encode_response, peek_header};
@@ -44,6 +44,8 @@ use tracing::{debug, warn};
 use super::{api_versions, handle, supported, Handled, PendingReply, Reply};
 use crate::limits;
 use crate::node::Node;
+use crate::security::config::Listener;
+use crate::security::session::{Gate, Session};
 use crate::stages::{Stage, Stages};
 
 /// Bytes requested from the socket per read while no frame is partly read and the client has
@@ -81,12 +83,89 @@ fn budget_kib(bytes: usize) -> u64 {
     kib.min((limits::SHARD_CONNECTION_MEMORY_BYTES >> 10) as u64)
 }
 
-pub async fn serve(node: Rc<Node>, stream: TcpStream) -> io::Result<()> {
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into());
+/// A new connection on `listener`: the TLS handshake where the listener has TLS, then
+/// requests until the client leaves. Until it is authenticated (TLS, and SASL where the
+/// listener has SASL) the connection has `limits::AUTHENTICATION_TIMEOUT_MS`.
+pub async fn accept(
+    node: Rc<Node>,
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    listener: &Listener,
+) -> io::Result<()> {
     let _ = stream.set_nodelay(true);
+    let limit = Duration::from_millis(limits::AUTHENTICATION_TIMEOUT_MS);
+    let host = peer.ip().to_string();
+    let peer = peer.to_string();
+    if !listener.protocol.tls() {
+        let session = Rc::new(Session::new(listener.clone(), host, None));
+        return serve_within(node, stream, session, peer, limit).await;
+    }
+    let Some(tls) = node.shared.security.tls.clone() else {
+        return Err(io::Error::other(
+            "a TLS listener without a TLS configuration",
+        ));
+    };
+    let handshake = futures_rustls::TlsAcceptor::from(tls).accept(stream);
+    let timeout = async {
+        glommio::timer::sleep(limit).await;
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "TLS handshake timed out",
+        ))
+    };
+    let stream = match futures_lite::future::or(handshake, timeout).await {
+        Ok(s) => s,
+        Err(e) => {
+            crate::metrics::with(|m| m.tls_handshake_failures += 1);
+            debug!(%peer, error = %e, "TLS handshake failed; closing connection");
+            return Ok(());
+        }
+    };
+    let principal = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|certs| certs.first())
+        .and_then(|cert| crate::security::tls::certificate_principal(cert));
+    let session = Rc::new(Session::new(listener.clone(), host, principal));
+    serve_within(node, stream, session, peer, limit).await
+}
+
+/// Serves the connection; one that has not authenticated within `limit` is closed.
+async fn serve_within<S>(
+    node: Rc<Node>,
+    stream: S,
+    session: Rc<Session>,
+    peer: String,
+    limit: Duration,
+) -> io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    if !session.is_sasl() {
+        return serve(node, stream, session, peer).await;
+    }
+    let watch = Rc::clone(&session);
+    let deadline = async move {
+        glommio::timer::sleep(limit).await;
+        if watch.authenticated() {
+            std::future::pending::<()>().await;
+        }
+        debug!("closing connection: SASL authentication not done in time");
+        Ok(())
+    };
+    futures_lite::future::or(serve(node, stream, session, peer), deadline).await
+}
+
+pub async fn serve<S>(
+    node: Rc<Node>,
+    stream: S,
+    session: Rc<Session>,
+    peer: String,
+) -> io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
     let (reader, writer) = futures_lite::io::split(stream);
     let (tx, rx) = mpsc::unbounded();
     let queued = Rc::new(Cell::new(0usize));
@@ -101,19 +180,22 @@ pub async fn serve(node: Rc<Node>, stream: TcpStream) -> io::Result<()> {
         }
     });
     // The reader ends at the client's EOF, on bad input, or when the writer has stopped.
-    let read_result =
-        futures_lite::future::or(read_requests(&node, reader, tx, &queued, &peer), async {
+    let read_result = futures_lite::future::or(
+        read_requests(&node, &session, reader, tx, &queued, &peer),
+        async {
             let _ = stopped_rx.await;
             Ok(())
-        })
-        .await;
+        },
+    )
+    .await;
     let write_result = writing.await;
     read_result.and(write_result)
 }
 
-async fn read_requests(
+async fn read_requests<S: AsyncRead + Unpin>(
     node: &Rc<Node>,
-    mut stream: ReadHalf<TcpStream>,
+    session: &Rc<Session>,
+    mut stream: ReadHalf<S>,
     tx: mpsc::UnboundedSender<Queued>,
     queued: &Rc<Cell<usize>>,
     peer: &str,
@@ -140,6 +222,23 @@ async fn read_requests(
                 let buf = reader.buffer();
                 let api_key = (buf.len() >= 6).then(|| i16::from_be_bytes([buf[4], buf[5]]));
                 if let Some(api_key) = api_key {
+                    // Before authentication only the SASL APIs pass, and no more than a SASL
+                    // token's worth: refused on the header, before the body is read.
+                    let gate = ApiKey::try_from(api_key)
+                        .map_or(Gate::Close("unknown API key"), |api| {
+                            session.gate(api, crate::runtime::clock::now_ms())
+                        });
+                    if let Gate::Close(why) = gate {
+                        warn!(%peer, api_key, size, "closing connection: {why}");
+                        return Ok(());
+                    }
+                    if session.is_sasl()
+                        && !session.authenticated()
+                        && size > limits::UNAUTHENTICATED_FRAME_BYTES_MAX
+                    {
+                        warn!(%peer, api_key, size, "closing connection: frame too large before authentication");
+                        return Ok(());
+                    }
                     let max = limits::request_frame_bytes_max(api_key);
                     if size > max {
                         warn!(%peer, api_key, size, max, "request frame too large for its API; closing connection");
@@ -201,6 +300,7 @@ async fn read_requests(
                 Err(e) => return Err(e),
             };
             if n == 0 {
+                debug!(%peer, buffered = len, "connection closed by the client");
                 return Ok(());
             }
             if reader.pending_frame_missing() > 0 {
@@ -225,6 +325,12 @@ async fn read_requests(
             warn!(%peer, api_key = prefix.api_key, "unknown API key; closing connection");
             return Ok(());
         };
+        if let Gate::Close(why) = session.gate(api, crate::runtime::clock::now_ms()) {
+            // Unread: an unauthenticated client touches nothing (Kafka closes it the same way).
+            warn!(%peer, ?api, "closing connection: {why}");
+            crate::metrics::with(|m| m.error(prefix.api_key, crate::metrics::CONNECTION_CLOSED));
+            return Ok(());
+        }
         let version = prefix.api_version;
         let correlation_id = prefix.correlation_id;
         crate::metrics::with(|m| m.request(prefix.api_key));
@@ -250,7 +356,7 @@ async fn read_requests(
                 .borrow_mut()
                 .record(prefix.api_key, Stage::Decode, decoded - decoding);
             debug!(%peer, ?api, version, correlation_id, "request");
-            (version, handle(node, &header, request).await)
+            (version, handle(node, session, &header, request).await)
         } else if api == ApiKey::ApiVersions {
             // KIP-511: answer at v0 with the table, so the client can pick a version.
             let table = api_versions::handle(ErrorCode::UnsupportedVersion.code());
@@ -303,6 +409,13 @@ async fn read_requests(
         };
         tx.unbounded_send(q)
             .map_err(|_| io::Error::other("writer gone"))?;
+        if session.failed() {
+            // A failed authentication: its reply goes out after Kafka's delay, then the close.
+            let delay_ms = node.shared.security.config.failed_authentication_delay_ms;
+            glommio::timer::sleep(Duration::from_millis(delay_ms)).await;
+            debug!(%peer, "closing connection: authentication failed");
+            return Ok(());
+        }
     }
 }
 
@@ -317,8 +430,8 @@ fn bytes_read(outcome: &ReadOutcome) -> usize {
     }
 }
 
-async fn read_timed(
-    stream: &mut ReadHalf<TcpStream>,
+async fn read_timed<S: AsyncRead + Unpin>(
+    stream: &mut ReadHalf<S>,
     into: &mut [u8],
     wait: Option<(Duration, &'static str)>,
 ) -> ReadOutcome {
@@ -344,8 +457,8 @@ async fn read_timed(
 /// prefix, read into 4 bytes of the task itself, so an idle connection holds no read buffer
 /// (a flood of 1,500 idle connections held 64 KiB each, and the heap they spread over stayed
 /// resident after they closed). The frame's buffer is then sized by its prefix.
-async fn read_into_empty(
-    stream: &mut ReadHalf<TcpStream>,
+async fn read_into_empty<S: AsyncRead + Unpin>(
+    stream: &mut ReadHalf<S>,
     buf: &mut BytesMut,
     chunk: usize,
     wait: Option<(Duration, &'static str)>,
@@ -397,7 +510,10 @@ fn encode(
 }
 
 /// Writes `bytes` in pieces, each of which must go out within `limits::REPLY_WRITE_TIMEOUT_MS`.
-async fn write_timed(stream: &mut WriteHalf<TcpStream>, bytes: &[u8]) -> io::Result<()> {
+async fn write_timed<S: AsyncWrite + Unpin>(
+    stream: &mut WriteHalf<S>,
+    bytes: &[u8],
+) -> io::Result<()> {
     for piece in bytes.chunks(limits::REPLY_WRITE_CHUNK_BYTES) {
         let timer = async {
             glommio::timer::sleep(Duration::from_millis(limits::REPLY_WRITE_TIMEOUT_MS)).await;
@@ -411,8 +527,8 @@ async fn write_timed(stream: &mut WriteHalf<TcpStream>, bytes: &[u8]) -> io::Res
     Ok(())
 }
 
-async fn write_replies(
-    mut stream: WriteHalf<TcpStream>,
+async fn write_replies<S: AsyncWrite + Unpin>(
+    mut stream: WriteHalf<S>,
     mut rx: mpsc::UnboundedReceiver<Queued>,
     queued: Rc<Cell<usize>>,
     peer: String,

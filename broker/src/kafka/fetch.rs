@@ -30,6 +30,7 @@ pub async fn handle(
     req: FetchRequest,
     version: i16,
     correlation_id: i32,
+    may_read: &dyn Fn(&str) -> bool,
 ) -> Vec<Bytes> {
     let started = Instant::now();
     let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64);
@@ -45,6 +46,8 @@ pub async fn handle(
     let mut seen = std::collections::HashSet::new();
     for t in &req.topics {
         let too_long = t.topic.0.len() > crate::limits::TOPIC_NAME_BYTES_MAX;
+        // READ on the topic (ACLs, `kafka::authorize`): refused partitions never reach a log.
+        let denied = !too_long && !may_read(t.topic.0.as_str());
         for p in &t.partitions {
             if !seen.insert((t.topic.0.as_str(), p.partition)) {
                 continue; // listed twice: Kafka keeps one entry per partition
@@ -53,6 +56,8 @@ pub async fn handle(
             // answered at once, never held by a session.
             let refusal = if too_long {
                 Some(strand_wire::ErrorCode::UnknownTopicOrPartition)
+            } else if denied {
+                Some(strand_wire::ErrorCode::TopicAuthorizationFailed)
             } else if version >= 9 {
                 node.check_leader_epoch(&t.topic.0, p.partition, p.current_leader_epoch)
                     .err()

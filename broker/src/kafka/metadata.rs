@@ -64,7 +64,8 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
         ),
         _ => None,
     };
-    let allow_create = version < 4 || req.allow_auto_topic_creation;
+    // Decoded below v4 as true (the field came in v4); `authorize` clears it without CREATE.
+    let allow_create = req.allow_auto_topic_creation;
     // Topics auto-creation left for a later request: LEADER_NOT_AVAILABLE, which clients retry.
     let mut deferred = std::collections::HashSet::new();
     if let Some(names) = &requested {

@@ -13,19 +13,27 @@
 //!   [`describe_transactions`], [`list_transactions`], [`describe_producers`]; records:
 //!   [`delete_records`].
 
+pub mod acls_common;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
+pub mod advertise;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod authorize;
 pub mod authorized;
 pub mod brokers;
 pub mod conn;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -33,6 +41,7 @@ pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
@@ -53,6 +62,8 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod response_errors;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
 
@@ -63,6 +74,7 @@ use std::rc::Rc;
 use strand_wire::kafka::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 
 use crate::node::Node;
+use crate::security::session::Session;
 
 /// Every API Strand serves, with the versions it accepts. Floors follow Kafka 4.x (KIP-896);
 /// ceilings stop before versions that need features Strand lacks yet (topic ids in Fetch v13+;
@@ -108,6 +120,14 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::SaslHandshake, 1, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeClientQuotas, 0, 1),
 ];
 
 /// The version range we serve for `api`, if any.
@@ -149,23 +169,60 @@ fn done(reply: Reply) -> Handled {
 
 /// Runs one request up to its ordering point (for Produce: the appends) and returns the rest.
 /// The connection starts the next request as soon as this returns, and writes replies in
-/// request order.
-pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKind) -> Handled {
+/// request order. With ACLs on, `authorize` checks the request first: refused whole, it is
+/// answered without reaching its handler; refused in part, the handler serves the rest.
+pub async fn handle(
+    node: &Rc<Node>,
+    session: &Rc<Session>,
+    header: &RequestHeader,
+    request: RequestKind,
+) -> Handled {
     let version = header.request_api_version;
+    let checker = node.shared.security.checker(session);
+    let (request, denied) = match authorize::before(&checker, version, request) {
+        authorize::Verdict::Serve(request, denied) => (*request, denied),
+        authorize::Verdict::Refused(response) => return done(Reply::Kind(response)),
+        authorize::Verdict::Dropped => return done(Reply::Nothing),
+    };
     let kind = match request {
         RequestKind::Fetch(r) => {
+            let may_read = |topic: &str| authorize::may_read(&checker, topic);
             return done(Reply::Segments(
-                fetch::handle(node, r, version, header.correlation_id).await,
-            ))
+                fetch::handle(node, r, version, header.correlation_id, &may_read).await,
+            ));
         }
         RequestKind::Produce(r) => {
             return match produce::handle(node, r, version).await {
-                Some(pending) => Handled::Later(Box::pin(async move {
-                    Reply::Kind(Box::new(ResponseKind::Produce(pending.await)))
-                })),
+                Some(pending) => {
+                    let (node, session) = (Rc::clone(node), Rc::clone(session));
+                    Handled::Later(Box::pin(async move {
+                        let mut kind = ResponseKind::Produce(pending.await);
+                        authorize::after(&checker, &mut kind, denied);
+                        advertise::rewrite(&node, &session.listener, &mut kind);
+                        Reply::Kind(Box::new(kind))
+                    }))
+                }
                 None => done(Reply::Nothing),
             }
         }
+        RequestKind::SaslHandshake(r) => {
+            ResponseKind::SaslHandshake(sasl_handshake::handle(node, session, r))
+        }
+        RequestKind::SaslAuthenticate(r) => {
+            ResponseKind::SaslAuthenticate(sasl_authenticate::handle(node, session, r))
+        }
+        RequestKind::DescribeClientQuotas(r) => {
+            ResponseKind::DescribeClientQuotas(describe_client_quotas::handle(r))
+        }
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(create_acls::handle(node, r).await),
+        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(describe_acls::handle(node, r)),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(delete_acls::handle(node, r).await),
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            alter_user_scram_credentials::handle(node, r).await,
+        ),
+        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
+            describe_user_scram_credentials::handle(node, r),
+        ),
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(0)),
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(metadata::handle(node, r, version).await)
@@ -277,6 +334,9 @@ pub async fn handle(node: &Rc<Node>, header: &RequestHeader, request: RequestKin
         }
         _ => return done(Reply::Unhandled),
     };
+    let mut kind = kind;
+    authorize::after(&checker, &mut kind, denied);
+    advertise::rewrite(node, &session.listener, &mut kind);
     done(Reply::Kind(Box::new(kind)))
 }
 

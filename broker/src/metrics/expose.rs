@@ -257,6 +257,25 @@ impl Collector for Scrape {
             "Kafka connections closed",
             |s| s.connections_closed,
         )?;
+        for (name, help, get) in [
+            (
+                "tls_handshake_failures",
+                "TLS handshakes on Kafka listeners that failed or timed out",
+                (|s: &ShardMetrics| s.tls_handshake_failures) as fn(&ShardMetrics) -> u64,
+            ),
+            (
+                "sasl_authentications",
+                "SASL authentications that succeeded",
+                |s: &ShardMetrics| s.sasl_authentications,
+            ),
+            (
+                "sasl_authentication_failures",
+                "SASL authentications that failed (SASL_AUTHENTICATION_FAILED)",
+                |s: &ShardMetrics| s.sasl_authentication_failures,
+            ),
+        ] {
+            per_shard(&mut enc, shards, name, help, get)?;
+        }
         {
             let mut m = enc.encode_descriptor(
                 "connections_active",

@@ -97,6 +97,11 @@ pub struct ShardMetrics {
     /// Kafka connections accepted and closed by this shard.
     pub connections_accepted: u64,
     pub connections_closed: u64,
+    /// TLS handshakes that failed (or timed out), SASL authentications that succeeded and
+    /// that failed, on this shard.
+    pub tls_handshake_failures: u64,
+    pub sasl_authentications: u64,
+    pub sasl_authentication_failures: u64,
     /// fdatasync latency of this shard's partition logs.
     pub fsync: Hist,
     /// O_DIRECT segment write latency (submitted until completed, ordering wait included).
@@ -163,6 +168,9 @@ impl ShardMetrics {
         self.bytes_out += other.bytes_out;
         self.connections_accepted += other.connections_accepted;
         self.connections_closed += other.connections_closed;
+        self.tls_handshake_failures += other.tls_handshake_failures;
+        self.sasl_authentications += other.sasl_authentications;
+        self.sasl_authentication_failures += other.sasl_authentication_failures;
         self.fsync.merge(&other.fsync);
         self.dma_write.merge(&other.dma_write);
         self.dma_writes_inflight += other.dma_writes_inflight;

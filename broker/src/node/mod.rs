@@ -203,6 +203,8 @@ pub struct NodeShared {
     pub throttle_rates: Arc<crate::cluster::throttle_rates::ThrottleRates>,
     /// Shards whose Kafka listener is bound (the admin API's readiness waits for all).
     pub listeners_bound: std::sync::atomic::AtomicUsize,
+    /// Listeners' TLS, SASL credentials and ACLs (`security`).
+    pub security: Arc<crate::security::Security>,
 }
 
 pub struct Node {
