@@ -456,3 +456,51 @@ def test_strand_cli_and_bench_take_client_settings(secure):
     report = sorted(glob.glob(os.path.join(secure.dir, "strand-bench-*.json")))[-1]
     summary = json.load(open(report))["runs"][0]["summary"]
     assert summary["records_acked"] > 0 and summary["errors"] == 0, summary
+
+
+def test_sessions_expire_and_clients_reauthenticate(tmp_path):
+    """KIP-368: with `connections.max.reauth.ms` the broker answers the session lifetime and
+    closes a connection that outlives it without re-authenticating; librdkafka re-authenticates
+    on the same connection and loses nothing."""
+    d = str(tmp_path)
+    pw = os.path.join(d, "pw")
+    open(pw, "w").write("reauth-secret\n")
+    data = os.path.join(d, "data")
+    r = subprocess.run([BINARY, "user", "add", "erin", "--password-file", pw, "--data-dir", data],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    sasl_port = free_port()
+    b = Broker(data, config={"connections.max.reauth.ms": 1500,
+                             "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN"})
+    b.config["listeners"] = f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    b.start()
+    try:
+        # The wire: the lifetime is answered, and a request after it closes the connection.
+        with socket.create_connection(("127.0.0.1", sasl_port), timeout=10) as sock:
+            assert sasl_handshake(sock, "PLAIN")[0] == 0
+            sock.sendall(kafka_raw.framed(36, 1, 2, bytes_field(b"\0erin\0reauth-secret")))
+            body = kafka_raw.read_frame(sock)
+            (error,) = struct.unpack(">h", body[4:6])
+            assert error == 0
+            (lifetime,) = struct.unpack(">q", body[-8:])
+            assert lifetime == 1500
+            sock.sendall(kafka_raw.metadata_v1([]))
+            assert kafka_raw.read_frame(sock) is not None
+            time.sleep(2)
+            sock.sendall(kafka_raw.metadata_v1([]))
+            assert kafka_raw.read_frame(sock) is None  # expired: closed
+        # A client that re-authenticates keeps its connection and loses nothing.
+        conf = {"bootstrap.servers": f"127.0.0.1:{sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "erin",
+                "sasl.password": "reauth-secret"}
+        errors, delivered = [], []
+        p = Producer({**conf, "error_cb": lambda e: errors.append(e)})
+        for i in range(25):
+            p.produce("reauth", str(i).encode(),
+                      on_delivery=lambda err, msg: delivered.append(err))
+            p.poll(0.2)
+        p.flush(15)
+        assert len(delivered) == 25 and all(e is None for e in delivered), delivered
+        assert not [e for e in errors if e.code() == KafkaError._AUTHENTICATION], errors
+    finally:
+        b.stop()
