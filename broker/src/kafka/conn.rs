@@ -229,10 +229,14 @@ async fn read_requests<S: AsyncRead + Unpin>(
                 if let Some(api_key) = api_key {
                     // Before authentication only the SASL APIs pass, and no more than a SASL
                     // token's worth: refused on the header, before the body is read.
-                    let gate = ApiKey::try_from(api_key)
-                        .map_or(Gate::Close("unknown API key"), |api| {
-                            session.gate(api, crate::runtime::clock::now_ms())
-                        });
+                    // (An unknown key on an open listener goes on to the checks below, as before.)
+                    let gate = match ApiKey::try_from(api_key) {
+                        Ok(api) => session.gate(api, crate::runtime::clock::now_ms()),
+                        Err(_) if session.is_sasl() && !session.authenticated() => {
+                            Gate::Close("unknown API key before authentication")
+                        }
+                        Err(_) => Gate::Serve,
+                    };
                     if let Gate::Close(why) = gate {
                         warn!(%peer, api_key, size, "closing connection: {why}");
                         return Ok(());
