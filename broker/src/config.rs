@@ -49,6 +49,16 @@ pub struct BrokerConfig {
     pub group_initial_rebalance_delay_ms: i64,
     /// `group.max.size`: members a group may have (GROUP_MAX_SIZE_REACHED beyond).
     pub group_max_size: i32,
+    /// `group.consumer.session.timeout.ms`: a KIP-848 member not heard from for this long
+    /// is removed and its partitions reassigned (the broker decides; clients cannot).
+    pub group_consumer_session_timeout_ms: i64,
+    /// `group.consumer.heartbeat.interval.ms`: how often KIP-848 members heartbeat.
+    pub group_consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.assignors`: server-side assignors (`uniform`, `range`; Kafka's class
+    /// names accepted), the first the default.
+    pub group_consumer_assignors: Vec<String>,
+    /// `group.consumer.max.size`: members a KIP-848 group may have.
+    pub group_consumer_max_size: i32,
     /// `connections.max.idle.ms`: a connection with no request in flight and nothing read
     /// for this long is closed (Kafka's default, 10 minutes).
     pub connections_max_idle_ms: i64,
@@ -131,6 +141,10 @@ impl Default for BrokerConfig {
             offsets_retention_minutes: 7 * 24 * 60,
             group_initial_rebalance_delay_ms: 3_000,
             group_max_size: i32::MAX,
+            group_consumer_session_timeout_ms: 45_000,
+            group_consumer_heartbeat_interval_ms: 5_000,
+            group_consumer_assignors: vec!["uniform".into(), "range".into()],
+            group_consumer_max_size: i32::MAX,
             connections_max_idle_ms: 600_000,
             fetch_max_bytes: 57_671_680,
             max_incremental_fetch_session_cache_slots: 1_000,
@@ -149,6 +163,30 @@ impl Default for BrokerConfig {
             security: Default::default(),
         }
     }
+}
+
+/// `group.consumer.assignors`: a comma-separated list of `uniform` and `range`, or Kafka's
+/// class names for them.
+fn assignor_names(list: &str) -> Result<Vec<String>, ConfigError> {
+    let names: Vec<String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| match s {
+            "org.apache.kafka.coordinator.group.assignor.UniformAssignor" => Ok("uniform".into()),
+            "org.apache.kafka.coordinator.group.assignor.RangeAssignor" => Ok("range".into()),
+            "uniform" | "range" => Ok(s.to_string()),
+            other => Err(ConfigError(format!(
+                "group.consumer.assignors: unknown assignor {other:?} (Strand has uniform and range)"
+            ))),
+        })
+        .collect::<Result<_, _>>()?;
+    if names.is_empty() {
+        return Err(ConfigError(
+            "group.consumer.assignors must name at least one assignor".into(),
+        ));
+    }
+    Ok(names)
 }
 
 /// The TOML file's shape: every key optional, Kafka's names for log settings.
@@ -210,6 +248,14 @@ pub struct FileConfig {
     pub group_initial_rebalance_delay_ms: Option<i64>,
     #[serde(rename = "group.max.size")]
     pub group_max_size: Option<i32>,
+    #[serde(rename = "group.consumer.session.timeout.ms")]
+    pub group_consumer_session_timeout_ms: Option<i64>,
+    #[serde(rename = "group.consumer.heartbeat.interval.ms")]
+    pub group_consumer_heartbeat_interval_ms: Option<i32>,
+    #[serde(rename = "group.consumer.assignors")]
+    pub group_consumer_assignors: Option<String>,
+    #[serde(rename = "group.consumer.max.size")]
+    pub group_consumer_max_size: Option<i32>,
     #[serde(rename = "connections.max.idle.ms")]
     pub connections_max_idle_ms: Option<i64>,
     #[serde(rename = "fetch.max.bytes")]
@@ -384,6 +430,18 @@ impl BrokerConfig {
             f.group_initial_rebalance_delay_ms
         );
         set!(self.group_max_size, f.group_max_size);
+        set!(
+            self.group_consumer_session_timeout_ms,
+            f.group_consumer_session_timeout_ms
+        );
+        set!(
+            self.group_consumer_heartbeat_interval_ms,
+            f.group_consumer_heartbeat_interval_ms
+        );
+        if let Some(list) = f.group_consumer_assignors {
+            self.group_consumer_assignors = assignor_names(&list)?;
+        }
+        set!(self.group_consumer_max_size, f.group_consumer_max_size);
         set!(self.connections_max_idle_ms, f.connections_max_idle_ms);
         set!(self.fetch_max_bytes, f.fetch_max_bytes);
         set!(self.admin_listen, f.admin_listen);
@@ -523,6 +581,22 @@ impl BrokerConfig {
             return Err(ConfigError(format!(
                 "group.initial.rebalance.delay.ms must not be negative, got {}",
                 self.group_initial_rebalance_delay_ms
+            )));
+        }
+        if self.group_consumer_heartbeat_interval_ms < 1
+            || i64::from(self.group_consumer_heartbeat_interval_ms)
+                >= self.group_consumer_session_timeout_ms
+        {
+            return Err(ConfigError(format!(
+                "group.consumer.heartbeat.interval.ms ({}) must be positive and below \
+                 group.consumer.session.timeout.ms ({})",
+                self.group_consumer_heartbeat_interval_ms, self.group_consumer_session_timeout_ms
+            )));
+        }
+        if self.group_consumer_max_size < 1 {
+            return Err(ConfigError(format!(
+                "group.consumer.max.size must be at least 1, got {}",
+                self.group_consumer_max_size
             )));
         }
         if self.group_max_size < 1 {

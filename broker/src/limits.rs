@@ -210,6 +210,11 @@ pub const PRODUCE_DECOMPRESSED_BYTES_MAX: usize = 16 << 20;
 /// 1 MiB leaves room for thousands of topics and stops a client from parking 50 MiB per member.
 pub const GROUP_MEMBER_METADATA_BYTES_MAX: usize = 1 << 20;
 
+/// A KIP-848 subscription regex, compiled: a member's pattern lives as long as its session
+/// and is matched against every topic name on each assignment, so a pattern that compiles to
+/// more than this is refused (INVALID_REGULAR_EXPRESSION) rather than held.
+pub const GROUP_REGEX_COMPILED_BYTES_MAX: usize = 1 << 20;
+
 /// The largest frame a request of `api_key` may be; a larger one closes the connection as soon
 /// as its size and API key have arrived, before its body is read. Only Produce and the
 /// batch admin APIs need `FRAME_BYTES_MAX`; JoinGroup is bounded by its protocol metadata

@@ -21,11 +21,11 @@ use strand_wire::kafka::messages::offset_commit_request::{
 };
 use strand_wire::kafka::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use strand_wire::kafka::messages::{
-    AlterPartitionReassignmentsRequest, BrokerId, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, ElectLeadersRequest, GroupId,
-    IncrementalAlterConfigsRequest, ListGroupsRequest, ListOffsetsRequest,
-    ListPartitionReassignmentsRequest, OffsetCommitRequest, OffsetFetchRequest, RequestKind,
-    ResponseKind, TopicName,
+    AlterPartitionReassignmentsRequest, BrokerId, ConsumerGroupDescribeRequest,
+    CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    ElectLeadersRequest, GroupId, IncrementalAlterConfigsRequest, ListGroupsRequest,
+    ListOffsetsRequest, ListPartitionReassignmentsRequest, OffsetCommitRequest, OffsetFetchRequest,
+    RequestKind, ResponseKind, TopicName,
 };
 use strand_wire::kafka::protocol::StrBytes;
 
@@ -43,6 +43,11 @@ fn name(s: &str) -> TopicName {
 
 fn unexpected(what: &str) -> ClientError {
     ClientError::Protocol(format!("unexpected answer to {what}"))
+}
+
+/// (member id, client id, client host) as `GroupInfo` lists members.
+fn member_row(id: &StrBytes, client: &StrBytes, host: &StrBytes) -> (String, String, String) {
+    (id.to_string(), client.to_string(), host.to_string())
 }
 
 /// A group as ListGroups/DescribeGroups tell it.
@@ -421,6 +426,10 @@ impl Cluster {
             .next()
             .ok_or_else(|| unexpected("DescribeGroups (no group)"))?;
         ClientError::check(g.error_code, g.error_message.as_deref())?;
+        if g.protocol_type.as_str() == "consumer" {
+            // A KIP-848 group: its members are described by ConsumerGroupDescribe.
+            return self.describe_consumer_group(&conn, group).await;
+        }
         Ok(GroupInfo {
             group_id: g.group_id.0.to_string(),
             state: g.group_state.to_string(),
@@ -429,13 +438,42 @@ impl Cluster {
             members: g
                 .members
                 .into_iter()
-                .map(|m| {
-                    (
-                        m.member_id.to_string(),
-                        m.client_id.to_string(),
-                        m.client_host.to_string(),
-                    )
-                })
+                .map(|m| member_row(&m.member_id, &m.client_id, &m.client_host))
+                .collect(),
+        })
+    }
+
+    async fn describe_consumer_group(
+        &self,
+        conn: &BrokerConn,
+        group: &str,
+    ) -> Result<GroupInfo, ClientError> {
+        let mut req = ConsumerGroupDescribeRequest::default();
+        req.group_ids = vec![GroupId(StrBytes::from_string(group.to_string()))];
+        let ResponseKind::ConsumerGroupDescribe(r) = conn
+            .request_within(
+                RequestKind::ConsumerGroupDescribe(req),
+                crate::cluster::REQUEST_TIMEOUT,
+            )
+            .await?
+        else {
+            return Err(unexpected("ConsumerGroupDescribe"));
+        };
+        let g = r
+            .groups
+            .into_iter()
+            .next()
+            .ok_or_else(|| unexpected("ConsumerGroupDescribe (no group)"))?;
+        ClientError::check(g.error_code, g.error_message.as_deref())?;
+        Ok(GroupInfo {
+            group_id: g.group_id.0.to_string(),
+            state: g.group_state.to_string(),
+            protocol_type: "consumer".into(),
+            protocol: g.assignor_name.to_string(),
+            members: g
+                .members
+                .into_iter()
+                .map(|m| member_row(&m.member_id, &m.client_id, &m.client_host))
                 .collect(),
         })
     }

@@ -89,6 +89,16 @@ pub enum ErrorCode {
     ResourceNotFound = 91,
     DuplicateResource = 92,
     UnacceptableCredential = 93,
+    // Consumer groups of KIP-848 and share groups of KIP-932.
+    UnknownTopicId = 100,
+    FencedMemberEpoch = 110,
+    UnreleasedInstanceId = 111,
+    UnsupportedAssignor = 112,
+    StaleMemberEpoch = 113,
+    InvalidRecordState = 121,
+    ShareSessionNotFound = 122,
+    InvalidShareSessionEpoch = 123,
+    InvalidRegularExpression = 128,
 }
 
 impl ErrorCode {
@@ -127,6 +137,15 @@ impl ErrorCode {
             91 => ErrorCode::ResourceNotFound,
             92 => ErrorCode::DuplicateResource,
             93 => ErrorCode::UnacceptableCredential,
+            100 => ErrorCode::UnknownTopicId,
+            110 => ErrorCode::FencedMemberEpoch,
+            111 => ErrorCode::UnreleasedInstanceId,
+            112 => ErrorCode::UnsupportedAssignor,
+            113 => ErrorCode::StaleMemberEpoch,
+            121 => ErrorCode::InvalidRecordState,
+            122 => ErrorCode::ShareSessionNotFound,
+            123 => ErrorCode::InvalidShareSessionEpoch,
+            128 => ErrorCode::InvalidRegularExpression,
             35 => ErrorCode::UnsupportedVersion,
             36 => ErrorCode::TopicAlreadyExists,
             37 => ErrorCode::InvalidPartitions,

@@ -129,6 +129,23 @@ impl Coordinator {
                 vec![],
             );
         }
+        if let Some(g) = self.groups.get_mut(&j.group) {
+            if let Some(c) = &g.consumer {
+                if !c.members.is_empty() {
+                    debug!(group = %j.group, "classic join refused: the group has consumer-protocol members");
+                    return (
+                        Outcome::Now(join_error(
+                            &j.member_id,
+                            ErrorCode::InconsistentGroupProtocol,
+                        )),
+                        vec![],
+                    );
+                }
+                // An empty consumer group becomes a classic one.
+                g.consumer = None;
+                g.protocol_type = None;
+            }
+        }
         if let Some(g) = self.groups.get(&j.group) {
             if let Some(pt) = &g.protocol_type {
                 if !g.members.is_empty() && *pt != j.protocol_type {

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use strand_wire::ErrorCode;
 use tracing::debug;
 
+pub mod consumer;
 mod membership;
 mod offsets;
 
@@ -133,6 +134,34 @@ pub struct Group {
     /// When a join phase last started or ended: an empty group without offsets is forgotten
     /// `limits::EMPTY_GROUP_KEEP_MS` after this.
     last_change_ms: i64,
+    /// Set while the group speaks the KIP-848 consumer protocol (`members` is then empty).
+    /// An empty group converts either way when a member of the other protocol joins.
+    pub consumer: Option<consumer::ConsumerGroup>,
+}
+
+impl Group {
+    /// No members of either protocol.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty() && self.consumer.as_ref().is_none_or(|c| c.members.is_empty())
+    }
+
+    /// ListGroups' group type.
+    pub fn type_name(&self) -> &'static str {
+        if self.consumer.is_some() {
+            "consumer"
+        } else {
+            "classic"
+        }
+    }
+
+    /// Kafka's state name for either protocol.
+    pub fn state_name(&self) -> &'static str {
+        match &self.consumer {
+            Some(c) => consumer::state_name(c),
+            None if self.members.is_empty() => GroupState::Empty.name(),
+            None => self.state.name(),
+        }
+    }
 }
 
 impl Group {
@@ -150,6 +179,7 @@ impl Group {
             offsets: BTreeMap::new(),
             pending_ids: Default::default(),
             last_change_ms: 0,
+            consumer: None,
         }
     }
 }
@@ -184,6 +214,8 @@ pub struct Coordinator {
     /// id was another's old one, both were taken for the same member, and each owned every
     /// partition — found by the chaos harness, #19. Kafka uses a random UUID.)
     pub member_id_salt: u128,
+    /// `group.consumer.*` settings of KIP-848 groups.
+    pub consumer_settings: consumer::Settings,
     next_ticket: Ticket,
     next_member: u64,
 }
@@ -448,10 +480,70 @@ impl Coordinator {
         ErrorCode::None
     }
 
+    /// A ConsumerGroupHeartbeat (KIP-848). An empty classic group (or a new one) becomes a
+    /// consumer group; a classic group with members refuses (GROUP_ID_NOT_FOUND, as Kafka
+    /// with `group.consumer.migration.policy=disabled`).
+    pub fn consumer_heartbeat(
+        &mut self,
+        group_id: &str,
+        hb: consumer::Heartbeat,
+        topics: &consumer::TopicsView,
+        now_ms: i64,
+    ) -> consumer::HeartbeatResult {
+        use consumer::HeartbeatResult;
+        let joining = hb.member_epoch == 0;
+        if !joining && !self.groups.contains_key(group_id) {
+            // After a coordinator move the group is gone: the member rejoins.
+            return HeartbeatResult::error(
+                ErrorCode::UnknownMemberId,
+                format!("group {group_id} has no member {}", hb.member_id),
+            );
+        }
+        let group = self
+            .groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id));
+        if group.consumer.is_none() {
+            if !group.members.is_empty() {
+                return HeartbeatResult::error(
+                    ErrorCode::GroupIdNotFound,
+                    format!(
+                        "group {group_id} is a classic group with {} members; a consumer-protocol \
+                         member may join once they have left (or use group.protocol=classic)",
+                        group.members.len()
+                    ),
+                );
+            }
+            if !joining {
+                return HeartbeatResult::error(
+                    ErrorCode::UnknownMemberId,
+                    format!("group {group_id} has no member {}", hb.member_id),
+                );
+            }
+            debug!(group = group_id, "group now speaks the consumer protocol");
+            group.consumer = Some(consumer::ConsumerGroup::default());
+            group.protocol_type = Some("consumer".into());
+            group.state = GroupState::Empty;
+        }
+        group.last_change_ms = now_ms;
+        let settings = &self.consumer_settings;
+        match group.consumer.as_mut() {
+            Some(c) => c.heartbeat(hb, topics, settings, now_ms),
+            None => HeartbeatResult::error(ErrorCode::UnknownServerError, "no consumer group"),
+        }
+    }
+
     /// Expires members whose session timed out and ends join phases past their deadline.
     pub fn tick(&mut self, now_ms: i64) -> Vec<(Ticket, Answer)> {
         let mut out = Vec::new();
         for g in self.groups.values_mut() {
+            if let Some(c) = g.consumer.as_mut() {
+                for (member, why) in c.tick(&self.consumer_settings, now_ms) {
+                    debug!(group = %g.id, member, why, "consumer-group member removed");
+                    g.last_change_ms = now_ms;
+                }
+                continue;
+            }
             // Members waiting in a join are alive by definition.
             let expired: Vec<String> = g
                 .members

@@ -1,5 +1,6 @@
 //! Committed offsets of a group (sans-IO): which commits are accepted, in Kafka's order
-//! (`ClassicGroup.validateOffsetCommit`), and the offsets themselves.
+//! (`ClassicGroup.validateOffsetCommit`; a KIP-848 group checks member epochs instead), and
+//! the offsets themselves.
 
 use strand_wire::ErrorCode;
 
@@ -24,6 +25,12 @@ impl Coordinator {
         generation: i32,
     ) -> ErrorCode {
         let (member_id, instance_id) = member;
+        if let Some(c) = self.groups.get(group_id).and_then(|g| g.consumer.as_ref()) {
+            return c
+                .check_member_epoch(member_id, generation)
+                .err()
+                .unwrap_or(ErrorCode::None);
+        }
         let Some(g) = self.groups.get(group_id) else {
             return if generation < 0 {
                 ErrorCode::None
@@ -66,7 +73,7 @@ impl Coordinator {
     pub fn delete_group(&mut self, group_id: &str) -> ErrorCode {
         match self.groups.get(group_id) {
             None => ErrorCode::GroupIdNotFound,
-            Some(g) if !g.members.is_empty() => ErrorCode::NonEmptyGroup,
+            Some(g) if !g.is_empty() => ErrorCode::NonEmptyGroup,
             Some(_) => {
                 self.groups.remove(group_id);
                 ErrorCode::None
@@ -84,7 +91,7 @@ impl Coordinator {
             .groups
             .get_mut(group_id)
             .ok_or(ErrorCode::GroupIdNotFound)?;
-        if !g.members.is_empty() {
+        if !g.is_empty() {
             return Err(ErrorCode::GroupSubscribedToTopic);
         }
         for tp in tps {
@@ -97,13 +104,13 @@ impl Coordinator {
     /// long after their last commit; a group with neither members nor offsets disappears.
     pub fn expire_offsets(&mut self, now_ms: i64, retention_ms: i64) {
         for g in self.groups.values_mut() {
-            if g.members.is_empty() {
+            if g.is_empty() {
                 g.offsets
                     .retain(|_, c| now_ms - c.commit_ms <= retention_ms);
             }
         }
         self.groups.retain(|_, g| {
-            !g.members.is_empty()
+            !g.is_empty()
                 || !g.offsets.is_empty()
                 || !g.pending_ids.is_empty()
                 || now_ms - g.last_change_ms < crate::limits::EMPTY_GROUP_KEEP_MS

@@ -1,6 +1,6 @@
-//! ListGroups (key 16): every group on every shard, with its state and (v5+) its type. Strand
-//! speaks the classic group protocol, so every group is of type `classic`. The state (v4+) and
-//! type (v5+) filters match without regard to case, as in Kafka.
+//! ListGroups (key 16): every group on every shard, with its state and (v5+) its type
+//! (`classic`, or `consumer` for KIP-848 groups). The state (v4+) and type (v5+) filters match
+//! without regard to case, as in Kafka.
 
 use std::rc::Rc;
 
@@ -10,9 +10,6 @@ use strand_wire::kafka::protocol::StrBytes;
 
 use crate::node::Node;
 
-/// The group type of every group Strand coordinates (KIP-848's name for the old protocol).
-pub const GROUP_TYPE: &str = "classic";
-
 fn lowered(filter: &[StrBytes]) -> Vec<String> {
     filter.iter().map(|s| s.as_str().to_lowercase()).collect()
 }
@@ -21,18 +18,18 @@ pub async fn handle(node: &Rc<Node>, req: ListGroupsRequest) -> ListGroupsRespon
     let states = lowered(&req.states_filter);
     let types = lowered(&req.types_filter);
     let mut r = ListGroupsResponse::default();
-    if !types.is_empty() && !types.iter().any(|t| t == GROUP_TYPE) {
-        return r;
-    }
-    for (id, protocol_type, state) in node.list_groups().await {
+    for (id, protocol_type, state, group_type) in node.list_groups().await {
         if !states.is_empty() && !states.contains(&state.to_lowercase()) {
+            continue;
+        }
+        if !types.is_empty() && !types.iter().any(|t| t == group_type) {
             continue;
         }
         let mut g = ListedGroup::default();
         g.group_id = GroupId(StrBytes::from_string(id));
         g.protocol_type = StrBytes::from_string(protocol_type);
         g.group_state = StrBytes::from_string(state);
-        g.group_type = StrBytes::from_static_str(GROUP_TYPE);
+        g.group_type = StrBytes::from_static_str(group_type);
         r.groups.push(g);
     }
     r

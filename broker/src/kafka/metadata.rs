@@ -55,13 +55,32 @@ async fn await_new_leaders(node: &Rc<Node>, requested: Option<&[String]>) {
 }
 
 pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> MetadataResponse {
-    // v0 sends an empty list to mean "all topics"; v1+ sends null for that.
+    // v0 sends an empty list to mean "all topics"; v1+ sends null for that. v10+ may name a
+    // topic by id alone (KIP-848 clients resolve assigned topic ids so).
+    let mut unknown_ids = Vec::new();
     let requested: Option<Vec<String>> = match req.topics {
-        Some(t) if !(version == 0 && t.is_empty()) => Some(
-            t.into_iter()
-                .filter_map(|t| t.name.map(|n| n.0.as_str().to_string()))
-                .collect(),
-        ),
+        Some(t) if !(version == 0 && t.is_empty()) => {
+            let catalog = node.catalog();
+            Some(
+                t.into_iter()
+                    .filter_map(|t| match t.name {
+                        Some(n) => Some(n.0.as_str().to_string()),
+                        None => {
+                            let id = t.topic_id.to_string();
+                            let found = catalog
+                                .topics
+                                .iter()
+                                .find(|(_, m)| m.id == id)
+                                .map(|(n, _)| n.clone());
+                            if found.is_none() {
+                                unknown_ids.push(t.topic_id);
+                            }
+                            found
+                        }
+                    })
+                    .collect(),
+            )
+        }
         _ => None,
     };
     // Decoded below v4 as true (the field came in v4); `authorize` clears it without CREATE.
@@ -186,6 +205,12 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
                     .collect();
             }
         }
+        r.topics.push(t);
+    }
+    for id in unknown_ids {
+        let mut t = MetadataResponseTopic::default();
+        t.topic_id = id;
+        t.error_code = ErrorCode::UnknownTopicId.code();
         r.topics.push(t);
     }
     r

@@ -8,7 +8,8 @@
 //!   [`describe_configs`], [`incremental_alter_configs`], [`alter_configs`], [`init_producer_id`],
 //!   [`describe_cluster`]; groups: [`find_coordinator`], [`join_group`], [`sync_group`],
 //!   [`heartbeat`], [`leave_group`], [`offset_commit`], [`offset_fetch`], [`offset_delete`],
-//!   [`list_groups`], [`describe_groups`], [`delete_groups`]; transactions:
+//!   [`list_groups`], [`describe_groups`], [`delete_groups`], KIP-848's
+//!   [`consumer_group_heartbeat`] and [`consumer_group_describe`]; transactions:
 //!   [`add_partitions_to_txn`], [`add_offsets_to_txn`], [`txn_offset_commit`], [`end_txn`],
 //!   [`describe_transactions`], [`list_transactions`], [`describe_producers`]; records:
 //!   [`delete_records`].
@@ -25,6 +26,8 @@ pub mod authorize;
 pub mod authorized;
 pub mod brokers;
 pub mod conn;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
@@ -101,8 +104,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
-    (ApiKey::OffsetCommit, 2, 8),
-    (ApiKey::OffsetFetch, 1, 8),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::DeleteGroups, 0, 2),
@@ -128,6 +131,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 /// The version range we serve for `api`, if any.
@@ -313,6 +318,12 @@ pub async fn handle(
             }));
         }
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(heartbeat::handle(node, r).await),
+        RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
+            consumer_group_heartbeat::handle(node, header, &session.host, r, version).await,
+        ),
+        RequestKind::ConsumerGroupDescribe(r) => {
+            ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(node, r).await)
+        }
         RequestKind::LeaveGroup(r) => {
             ResponseKind::LeaveGroup(leave_group::handle(node, r, version).await)
         }

@@ -1,7 +1,8 @@
 //! OffsetFetch (key 9): committed offsets of one group (v1-7) or several (v8+); -1 where
 //! nothing was committed. A null topic list means "every partition the group committed".
 //! With `require_stable` (v7+), offsets held by an open transaction answer
-//! UNSTABLE_OFFSET_COMMIT (retriable) instead.
+//! UNSTABLE_OFFSET_COMMIT (retriable) instead. v9+ (KIP-848) carries the asking member and its
+//! epoch: a member of a consumer group behind its epoch gets STALE_MEMBER_EPOCH.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -25,11 +26,13 @@ async fn fetch(
     group: &str,
     partitions: Option<Vec<(String, i32)>>,
     require_stable: bool,
+    member: Option<(String, i32)>,
 ) -> Result<Found, ErrorCode> {
     let req = GroupRequest::Fetch {
         group: group.to_string(),
         partitions,
         require_stable,
+        member,
     };
     let mut out: Found = BTreeMap::new();
     match node.group_request(group, req).await {
@@ -61,7 +64,12 @@ pub async fn handle(node: &Rc<Node>, req: OffsetFetchRequest, version: i16) -> O
             });
             let mut gr = OffsetFetchResponseGroup::default();
             gr.group_id = g.group_id;
-            let found = match fetch(node, &group, wanted, req.require_stable).await {
+            // v9+ (KIP-848): a member of a consumer group names itself and its epoch.
+            let member = g
+                .member_id
+                .as_ref()
+                .map(|id| (id.as_str().to_string(), g.member_epoch));
+            let found = match fetch(node, &group, wanted, req.require_stable, member).await {
                 Ok(found) => found,
                 Err(code) => {
                     gr.error_code = code.code();
@@ -102,7 +110,7 @@ pub async fn handle(node: &Rc<Node>, req: OffsetFetchRequest, version: i16) -> O
             })
             .collect()
     });
-    let found = match fetch(node, &group, wanted, req.require_stable).await {
+    let found = match fetch(node, &group, wanted, req.require_stable, None).await {
         Ok(found) => found,
         Err(code) => {
             r.error_code = code.code();

@@ -13,12 +13,12 @@ use bytes::{Bytes, BytesMut};
 use futures_channel::oneshot;
 use strand_wire::builder::BatchBuilder;
 use strand_wire::ErrorCode;
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
 use super::{Node, ShardMsg};
-use crate::group::{Answer, Committed, Coordinator, GroupState, Join, Outcome, SyncResult, Ticket};
+use crate::group::{Answer, Committed, Coordinator, Join, Outcome, SyncResult, Ticket};
 use crate::internal_topics::{offsets_partition, OFFSETS_TOPIC};
-use crate::storage::{Offset, PartitionLog};
+use crate::storage::PartitionLog;
 
 /// How often group timeouts are checked.
 const TICK_MS: u64 = 100;
@@ -29,7 +29,7 @@ pub type OffsetEntry = ((String, i32), i64, i32, Option<String>);
 
 /// The stored form of an offset and its leader epoch: `offset:epoch` (older records have
 /// just `offset`).
-fn parse_position(s: &str) -> Option<(i64, i32)> {
+pub(super) fn parse_position(s: &str) -> Option<(i64, i32)> {
     match s.split_once(':') {
         Some((o, e)) => Some((o.parse().ok()?, e.parse().ok()?)),
         None => Some((s.parse().ok()?, -1)),
@@ -71,6 +71,8 @@ pub enum GroupRequest {
         /// v7+ `require_stable`: UNSTABLE_OFFSET_COMMIT while a transaction holds offsets
         /// of the group not yet committed.
         require_stable: bool,
+        /// v9+: the KIP-848 member asking, with its epoch (STALE_MEMBER_EPOCH if old).
+        member: Option<(String, i32)>,
     },
     /// TxnOffsetCommit: offsets written now, visible when the transaction commits.
     TxnCommit {
@@ -93,6 +95,15 @@ pub enum GroupRequest {
         group: String,
         partitions: Vec<(String, i32)>,
     },
+    /// ConsumerGroupHeartbeat (KIP-848), with the topics as the catalog had them.
+    ConsumerHeartbeat {
+        group: String,
+        heartbeat: Box<crate::group::consumer::Heartbeat>,
+        topics: crate::group::consumer::TopicsView,
+    },
+    ConsumerDescribe {
+        group: String,
+    },
 }
 
 impl GroupRequest {
@@ -108,7 +119,9 @@ impl GroupRequest {
             | GroupRequest::TxnCommit { group, .. }
             | GroupRequest::Describe { group }
             | GroupRequest::DeleteGroup { group }
-            | GroupRequest::DeleteOffsets { group, .. } => Some(group),
+            | GroupRequest::DeleteOffsets { group, .. }
+            | GroupRequest::ConsumerHeartbeat { group, .. }
+            | GroupRequest::ConsumerDescribe { group } => Some(group),
             GroupRequest::List => None,
         }
     }
@@ -123,7 +136,11 @@ pub enum GroupResponse {
     /// Per partition: offset (-1 if none), metadata.
     Offsets(Vec<OffsetEntry>),
     Described(Option<GroupSummary>),
-    Listed(Vec<(String, String, String)>),
+    /// (group, protocol type, state, group type)
+    Listed(Vec<(String, String, String, &'static str)>),
+    ConsumerHeartbeat(crate::group::consumer::HeartbeatResult),
+    /// A consumer group's state name and a copy of it (`None`: no such consumer group).
+    ConsumerDescribed(Option<(&'static str, crate::group::consumer::ConsumerGroup)>),
 }
 
 #[derive(Debug, Clone)]
@@ -143,7 +160,7 @@ pub struct Groups {
     waiters: HashMap<Ticket, (i32, oneshot::Sender<Answer>)>,
     /// Offsets committed inside open transactions, by producer id: (offsets partition,
     /// group, partition, offset, metadata). Applied at the commit marker, dropped at abort.
-    pending_txn: HashMap<i64, Vec<PendingOffset>>,
+    pub(super) pending_txn: HashMap<i64, Vec<PendingOffset>>,
 }
 
 impl Groups {
@@ -164,13 +181,13 @@ impl Groups {
 
 /// An offset committed inside a transaction, waiting for its marker.
 #[derive(Debug, Clone)]
-struct PendingOffset {
-    offsets_partition: i32,
-    group: String,
-    tp: (String, i32),
-    offset: i64,
-    leader_epoch: i32,
-    metadata: Option<String>,
+pub(super) struct PendingOffset {
+    pub(super) offsets_partition: i32,
+    pub(super) group: String,
+    pub(super) tp: (String, i32),
+    pub(super) offset: i64,
+    pub(super) leader_epoch: i32,
+    pub(super) metadata: Option<String>,
 }
 
 fn now_ms() -> i64 {
@@ -204,7 +221,7 @@ impl Node {
     }
 
     /// ListGroups across every shard.
-    pub async fn list_groups(self: &Rc<Self>) -> Vec<(String, String, String)> {
+    pub async fn list_groups(self: &Rc<Self>) -> Vec<(String, String, String, &'static str)> {
         let mut out = Vec::new();
         for shard in 0..self.shards() {
             let r = if shard == self.shard {
@@ -381,8 +398,18 @@ impl Node {
                 group,
                 partitions,
                 require_stable,
+                member,
             } => {
                 let g = self.groups.borrow();
+                let consumer = g
+                    .coordinator
+                    .group(&group)
+                    .and_then(|g| g.consumer.as_ref());
+                if let (Some(c), Some((id, epoch))) = (consumer, &member) {
+                    if let Err(code) = c.check_member_epoch(id, *epoch) {
+                        return GroupResponse::Error(code);
+                    }
+                }
                 if require_stable
                     && g.pending_txn.values().flatten().any(|p| {
                         p.group == group && partitions.as_ref().is_none_or(|w| w.contains(&p.tp))
@@ -452,11 +479,7 @@ impl Node {
                 let g = self.groups.borrow();
                 GroupResponse::Described(g.coordinator.group(&group).map(|g| {
                     GroupSummary {
-                        state: if g.members.is_empty() {
-                            GroupState::Empty.name()
-                        } else {
-                            g.state.name()
-                        },
+                        state: g.state_name(),
                         protocol_type: g.protocol_type.clone().unwrap_or_default(),
                         protocol: g.protocol.clone().unwrap_or_default(),
                         members: g
@@ -481,7 +504,7 @@ impl Node {
                 let code = self.groups.borrow().coordinator.group(&group).map_or(
                     ErrorCode::GroupIdNotFound,
                     |g| {
-                        if g.members.is_empty() {
+                        if g.is_empty() {
                             ErrorCode::None
                         } else {
                             ErrorCode::NonEmptyGroup
@@ -503,7 +526,7 @@ impl Node {
             GroupRequest::DeleteOffsets { group, partitions } => {
                 let check = match self.groups.borrow().coordinator.group(&group) {
                     None => Err(ErrorCode::GroupIdNotFound),
-                    Some(g) if !g.members.is_empty() => Err(ErrorCode::GroupSubscribedToTopic),
+                    Some(g) if !g.is_empty() => Err(ErrorCode::GroupSubscribedToTopic),
                     Some(_) => Ok(()),
                 };
                 if let Err(code) = check {
@@ -523,6 +546,10 @@ impl Node {
                     .delete_offsets(&group, &partitions);
                 GroupResponse::Error(result.err().unwrap_or(ErrorCode::None))
             }
+            r
+            @ (GroupRequest::ConsumerHeartbeat { .. } | GroupRequest::ConsumerDescribe { .. }) => {
+                self.consumer_group_local(r, now)
+            }
             GroupRequest::List => {
                 let g = self.groups.borrow();
                 GroupResponse::Listed(
@@ -530,15 +557,11 @@ impl Node {
                         .groups
                         .values()
                         .map(|g| {
-                            let state = if g.members.is_empty() {
-                                GroupState::Empty
-                            } else {
-                                g.state
-                            };
                             (
                                 g.id.clone(),
                                 g.protocol_type.clone().unwrap_or_default(),
-                                state.name().to_string(),
+                                g.state_name().to_string(),
+                                g.type_name(),
                             )
                         })
                         .collect(),
@@ -648,106 +671,6 @@ impl Node {
         }
     }
 
-    /// Replays a `__consumer_offsets` partition into the coordinator (last commit wins).
-    pub async fn replay_offsets(&self, log: &PartitionLog) {
-        let partition = log
-            .dir()
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.rsplit_once('-'))
-            .and_then(|(_, p)| p.parse::<i32>().ok())
-            .unwrap_or(-1);
-        let mut next = log.log_start();
-        let mut replayed = 0usize;
-        while next < log.log_end() {
-            let out = match log.read(next, 8 << 20).await {
-                Ok(out) if !out.batches.is_empty() => out,
-                _ => break,
-            };
-            for b in &out.batches {
-                let Ok(h) = strand_wire::BatchHeader::parse(b) else {
-                    return;
-                };
-                next = Offset(h.last_offset() + 1);
-                if h.is_control() {
-                    if let Some(commit) = strand_wire::builder::marker_kind(b) {
-                        self.end_txn_offsets(h.producer_id, partition, commit);
-                    }
-                    continue;
-                }
-                if h.is_transactional() {
-                    self.replay_txn_offsets(b, h.producer_id, partition);
-                    continue;
-                }
-                for (key, value) in strand_wire::builder::plain_records(b) {
-                    let k: Vec<&str> = key.splitn(3, '\0').collect();
-                    if k.len() == 3 && value.is_empty() {
-                        let mut groups = self.groups.borrow_mut();
-                        if k[1] == "*" {
-                            groups.coordinator.groups.remove(k[0]);
-                        } else if let Ok(p) = k[2].parse::<i32>() {
-                            let _ = groups
-                                .coordinator
-                                .delete_offsets(k[0], &[(k[1].to_string(), p)]);
-                        }
-                        continue;
-                    }
-                    let v: Vec<&str> = value.splitn(2, '\0').collect();
-                    if let (3, 2, Ok(p), Some((o, leader_epoch))) = (
-                        k.len(),
-                        v.len(),
-                        k.get(2)
-                            .map_or(Err(()), |s| s.parse::<i32>().map_err(|_| ())),
-                        parse_position(v[0]),
-                    ) {
-                        let metadata = (!v[1].is_empty()).then(|| v[1].to_string());
-                        self.groups.borrow_mut().coordinator.commit(
-                            k[0],
-                            vec![(
-                                (k[1].to_string(), p),
-                                Committed {
-                                    offset: o,
-                                    leader_epoch,
-                                    metadata,
-                                    commit_ms: h.max_timestamp_ms,
-                                },
-                            )],
-                        );
-                        replayed += 1;
-                    }
-                }
-            }
-        }
-        if replayed > 0 {
-            info!(shard = self.shard, replayed, "committed offsets reloaded");
-        }
-    }
-
-    /// An offset commit of an open transaction, read back at start-up: pending until its
-    /// marker (later in the log) is replayed.
-    fn replay_txn_offsets(&self, batch: &[u8], producer_id: i64, partition: i32) {
-        let mut g = self.groups.borrow_mut();
-        for (key, value) in strand_wire::builder::plain_records(batch) {
-            let k: Vec<&str> = key.splitn(3, '\0').collect();
-            let v: Vec<&str> = value.splitn(2, '\0').collect();
-            if let (3, 2, Ok(p), Some((o, leader_epoch))) =
-                (k.len(), v.len(), k[2].parse::<i32>(), parse_position(v[0]))
-            {
-                g.pending_txn
-                    .entry(producer_id)
-                    .or_default()
-                    .push(PendingOffset {
-                        offsets_partition: partition,
-                        group: k[0].to_string(),
-                        tp: (k[1].to_string(), p),
-                        offset: o,
-                        leader_epoch,
-                        metadata: (!v[1].is_empty()).then(|| v[1].to_string()),
-                    });
-            }
-        }
-    }
-
     /// Expires group members and ends overdue join phases on this shard.
     pub fn spawn_group_ticker(self: &Rc<Self>) {
         self.groups
@@ -757,6 +680,15 @@ impl Node {
         self.groups.borrow_mut().coordinator.member_id_salt = uuid::Uuid::new_v4().as_u128();
         self.groups.borrow_mut().coordinator.max_members =
             usize::try_from(self.config().group_max_size).ok();
+        self.groups.borrow_mut().coordinator.consumer_settings = {
+            let c = self.config();
+            crate::group::consumer::Settings {
+                session_timeout_ms: c.group_consumer_session_timeout_ms,
+                heartbeat_interval_ms: c.group_consumer_heartbeat_interval_ms,
+                assignors: c.group_consumer_assignors.clone(),
+                max_members: usize::try_from(c.group_consumer_max_size).ok(),
+            }
+        };
         let me = Rc::clone(self);
         glommio::spawn_local(async move {
             loop {

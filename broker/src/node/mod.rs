@@ -35,8 +35,10 @@ pub use crate::storage::TopicPartition;
 
 mod admin_views;
 mod cluster;
+mod consumer_groups;
 mod coordinators;
 mod fetch_probe;
+mod group_replay;
 pub(crate) use fetch_probe::Probe;
 pub mod group_service;
 mod leader_written;

@@ -38,6 +38,28 @@ macro_rules! keep_topics {
     };
 }
 
+/// DescribeGroups and ConsumerGroupDescribe: each described group's authorised operations,
+/// and the refused groups back with their error.
+macro_rules! described_groups {
+    ($c:expr, $d:expr, $r:expr, $group:ty) => {{
+        for g in $r.groups.iter_mut() {
+            if g.authorized_operations != i32::MIN {
+                g.authorized_operations = $c.operations(
+                    ResourceType::Group,
+                    g.group_id.0.as_str(),
+                    authorized::GROUP,
+                );
+            }
+        }
+        for (name, code) in $d.names.drain(..) {
+            let mut g = <$group>::default();
+            g.group_id = GroupId(name);
+            g.error_code = code;
+            $r.groups.push(g);
+        }
+    }};
+}
+
 /// Config resource types (DescribeConfigs' `resource_type`): the ACL resource, and its error.
 fn config_resource(rt: i8, name: &str) -> (ResourceType, String, i16) {
     match rt {
@@ -199,6 +221,13 @@ pub fn split(c: &Checker, request: &mut RequestKind) -> Denied {
             ok
         }),
         RequestKind::DescribeGroups(r) => r.groups.retain(|g| {
+            let ok = c.allows(Operation::Describe, ResourceType::Group, g.0.as_str());
+            if !ok {
+                d.names.push((g.0.clone(), GROUP_DENIED.code()));
+            }
+            ok
+        }),
+        RequestKind::ConsumerGroupDescribe(r) => r.group_ids.retain(|g| {
             let ok = c.allows(Operation::Describe, ResourceType::Group, g.0.as_str());
             if !ok {
                 d.names.push((g.0.clone(), GROUP_DENIED.code()));
@@ -461,21 +490,10 @@ pub fn merge(c: &Checker, response: &mut ResponseKind, mut d: Denied) {
             }
         }
         ResponseKind::DescribeGroups(r) => {
-            for g in r.groups.iter_mut() {
-                if g.authorized_operations != i32::MIN {
-                    g.authorized_operations = c.operations(
-                        ResourceType::Group,
-                        g.group_id.0.as_str(),
-                        authorized::GROUP,
-                    );
-                }
-            }
-            for (name, code) in d.names.drain(..) {
-                let mut g = describe_groups_response::DescribedGroup::default();
-                g.group_id = GroupId(name);
-                g.error_code = code;
-                r.groups.push(g);
-            }
+            described_groups!(c, d, r, describe_groups_response::DescribedGroup);
+        }
+        ResponseKind::ConsumerGroupDescribe(r) => {
+            described_groups!(c, d, r, consumer_group_describe_response::DescribedGroup);
         }
         ResponseKind::DeleteGroups(r) => {
             for (name, code) in d.names.drain(..) {

@@ -268,6 +268,14 @@ pub fn check(checker: &Checker, version: i16, request: &RequestKind) -> Option<V
             r.error_code = g;
             refuse(ResponseKind::Heartbeat(r))
         }
+        RequestKind::ConsumerGroupHeartbeat(req)
+            if !group(checker, Operation::Read, &req.group_id) =>
+        {
+            let mut r = ConsumerGroupHeartbeatResponse::default();
+            r.error_code = g;
+            r.member_epoch = -1;
+            refuse(ResponseKind::ConsumerGroupHeartbeat(r))
+        }
         RequestKind::LeaveGroup(req) if !group(checker, Operation::Read, &req.group_id) => {
             let mut r = LeaveGroupResponse::default();
             r.error_code = g;
