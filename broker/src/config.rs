@@ -59,6 +59,13 @@ pub struct BrokerConfig {
     pub group_consumer_assignors: Vec<String>,
     /// `group.consumer.max.size`: members a KIP-848 group may have.
     pub group_consumer_max_size: i32,
+    /// `group.share.session.timeout.ms`: a share-group member not heard from for this long
+    /// is removed.
+    pub group_share_session_timeout_ms: i64,
+    /// `group.share.heartbeat.interval.ms`.
+    pub group_share_heartbeat_interval_ms: i32,
+    /// `group.share.max.size`: members a share group may have (Kafka's default, 200).
+    pub group_share_max_size: i32,
     /// `connections.max.idle.ms`: a connection with no request in flight and nothing read
     /// for this long is closed (Kafka's default, 10 minutes).
     pub connections_max_idle_ms: i64,
@@ -145,6 +152,9 @@ impl Default for BrokerConfig {
             group_consumer_heartbeat_interval_ms: 5_000,
             group_consumer_assignors: vec!["uniform".into(), "range".into()],
             group_consumer_max_size: i32::MAX,
+            group_share_session_timeout_ms: 45_000,
+            group_share_heartbeat_interval_ms: 5_000,
+            group_share_max_size: 200,
             connections_max_idle_ms: 600_000,
             fetch_max_bytes: 57_671_680,
             max_incremental_fetch_session_cache_slots: 1_000,
@@ -256,6 +266,12 @@ pub struct FileConfig {
     pub group_consumer_assignors: Option<String>,
     #[serde(rename = "group.consumer.max.size")]
     pub group_consumer_max_size: Option<i32>,
+    #[serde(rename = "group.share.session.timeout.ms")]
+    pub group_share_session_timeout_ms: Option<i64>,
+    #[serde(rename = "group.share.heartbeat.interval.ms")]
+    pub group_share_heartbeat_interval_ms: Option<i32>,
+    #[serde(rename = "group.share.max.size")]
+    pub group_share_max_size: Option<i32>,
     #[serde(rename = "connections.max.idle.ms")]
     pub connections_max_idle_ms: Option<i64>,
     #[serde(rename = "fetch.max.bytes")]
@@ -442,6 +458,15 @@ impl BrokerConfig {
             self.group_consumer_assignors = assignor_names(&list)?;
         }
         set!(self.group_consumer_max_size, f.group_consumer_max_size);
+        set!(
+            self.group_share_session_timeout_ms,
+            f.group_share_session_timeout_ms
+        );
+        set!(
+            self.group_share_heartbeat_interval_ms,
+            f.group_share_heartbeat_interval_ms
+        );
+        set!(self.group_share_max_size, f.group_share_max_size);
         set!(self.connections_max_idle_ms, f.connections_max_idle_ms);
         set!(self.fetch_max_bytes, f.fetch_max_bytes);
         set!(self.admin_listen, f.admin_listen);
@@ -591,6 +616,19 @@ impl BrokerConfig {
                 "group.consumer.heartbeat.interval.ms ({}) must be positive and below \
                  group.consumer.session.timeout.ms ({})",
                 self.group_consumer_heartbeat_interval_ms, self.group_consumer_session_timeout_ms
+            )));
+        }
+        if self.group_share_heartbeat_interval_ms < 1
+            || i64::from(self.group_share_heartbeat_interval_ms)
+                >= self.group_share_session_timeout_ms
+            || self.group_share_max_size < 1
+        {
+            return Err(ConfigError(format!(
+                "group.share.heartbeat.interval.ms ({}) must be positive and below \
+                 group.share.session.timeout.ms ({}); group.share.max.size ({}) at least 1",
+                self.group_share_heartbeat_interval_ms,
+                self.group_share_session_timeout_ms,
+                self.group_share_max_size
             )));
         }
         if self.group_consumer_max_size < 1 {

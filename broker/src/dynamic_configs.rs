@@ -51,6 +51,20 @@ pub const GROUP_CONFIGS: &[(&str, &str)] = &[
     ("streams.task.offset.interval.ms", "60000"),
 ];
 
+/// A group config's value: the group's own, else Kafka's default.
+pub fn group_value(configs: Option<&BTreeMap<String, String>>, name: &str) -> String {
+    configs
+        .and_then(|c| c.get(name))
+        .cloned()
+        .or_else(|| {
+            GROUP_CONFIGS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, d)| d.to_string())
+        })
+        .unwrap_or_default()
+}
+
 /// Checks one value for `resource` and returns what to store.
 pub fn validate(resource: &Resource, name: &str, value: &str) -> Result<String, String> {
     match resource {

@@ -62,6 +62,7 @@ pub mod node;
 pub mod runtime;
 pub mod security;
 pub mod server;
+pub mod share;
 pub mod shutdown;
 pub mod stages;
 pub mod storage;

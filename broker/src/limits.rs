@@ -215,6 +215,16 @@ pub const GROUP_MEMBER_METADATA_BYTES_MAX: usize = 1 << 20;
 /// more than this is refused (INVALID_REGULAR_EXPRESSION) rather than held.
 pub const GROUP_REGEX_COMPILED_BYTES_MAX: usize = 1 << 20;
 
+/// Offsets one share acknowledgement batch may span. A batch covers records a member holds,
+/// at most `share.partition.max.record.locks` (2,000 by default) of them; a client naming a
+/// billion offsets would make the broker walk them all.
+pub const SHARE_ACK_BATCH_OFFSETS_MAX: i64 = 1 << 20;
+
+/// Size at which a share-partition's state file is rewritten as a snapshot: each fetch and
+/// acknowledgement appends ~30 bytes per run of records, so this is tens of thousands of
+/// changes, and a replay at start-up reads at most this much per share-partition.
+pub const SHARE_STATE_FILE_BYTES_MAX: u64 = 4 << 20;
+
 /// The largest frame a request of `api_key` may be; a larger one closes the connection as soon
 /// as its size and API key have arrived, before its body is read. Only Produce and the
 /// batch admin APIs need `FRAME_BYTES_MAX`; JoinGroup is bounded by its protocol metadata

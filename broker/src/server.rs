@@ -243,6 +243,7 @@ async fn shard_main(
     node.apply_catalog(Arc::new(catalog)).await;
     glommio::spawn_local(Rc::clone(&node).run_inbox(inbox)).detach();
     node.spawn_group_ticker();
+    node.spawn_share_ticker();
     node.spawn_lag_probe();
     if id == 0 && shared.config.cluster.is_none() {
         create_internal_topics(&node).await;

@@ -130,6 +130,18 @@ impl Coordinator {
             );
         }
         if let Some(g) = self.groups.get_mut(&j.group) {
+            if g.share.as_ref().is_some_and(|s| !s.members.is_empty()) {
+                return (
+                    Outcome::Now(join_error(
+                        &j.member_id,
+                        ErrorCode::InconsistentGroupProtocol,
+                    )),
+                    vec![],
+                );
+            }
+            if g.share.take().is_some() {
+                g.protocol_type = None;
+            }
             if let Some(c) = &g.consumer {
                 if !c.members.is_empty() {
                     debug!(group = %j.group, "classic join refused: the group has consumer-protocol members");

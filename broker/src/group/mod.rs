@@ -18,6 +18,7 @@ use tracing::debug;
 pub mod consumer;
 mod membership;
 mod offsets;
+pub mod share;
 
 /// Identifies a parked request.
 pub type Ticket = u64;
@@ -137,18 +138,24 @@ pub struct Group {
     /// Set while the group speaks the KIP-848 consumer protocol (`members` is then empty).
     /// An empty group converts either way when a member of the other protocol joins.
     pub consumer: Option<consumer::ConsumerGroup>,
+    /// Set while the group is a share group (KIP-932).
+    pub share: Option<share::ShareGroup>,
 }
 
 impl Group {
     /// No members of either protocol.
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty() && self.consumer.as_ref().is_none_or(|c| c.members.is_empty())
+        self.members.is_empty()
+            && self.consumer.as_ref().is_none_or(|c| c.members.is_empty())
+            && self.share.as_ref().is_none_or(|s| s.members.is_empty())
     }
 
     /// ListGroups' group type.
     pub fn type_name(&self) -> &'static str {
         if self.consumer.is_some() {
             "consumer"
+        } else if self.share.is_some() {
+            "share"
         } else {
             "classic"
         }
@@ -158,6 +165,7 @@ impl Group {
     pub fn state_name(&self) -> &'static str {
         match &self.consumer {
             Some(c) => consumer::state_name(c),
+            None if self.share.is_some() => self.share.as_ref().map_or("Empty", share::state_name),
             None if self.members.is_empty() => GroupState::Empty.name(),
             None => self.state.name(),
         }
@@ -180,6 +188,7 @@ impl Group {
             pending_ids: Default::default(),
             last_change_ms: 0,
             consumer: None,
+            share: None,
         }
     }
 }
@@ -216,6 +225,8 @@ pub struct Coordinator {
     pub member_id_salt: u128,
     /// `group.consumer.*` settings of KIP-848 groups.
     pub consumer_settings: consumer::Settings,
+    /// `group.share.*` settings of share groups.
+    pub share_settings: share::Settings,
     next_ticket: Ticket,
     next_member: u64,
 }
@@ -503,6 +514,13 @@ impl Coordinator {
             .groups
             .entry(group_id.to_string())
             .or_insert_with(|| Group::new(group_id));
+        if group.share.as_ref().is_some_and(|s| !s.members.is_empty()) {
+            return HeartbeatResult::error(
+                ErrorCode::GroupIdNotFound,
+                format!("group {group_id} is a share group"),
+            );
+        }
+        group.share = None;
         if group.consumer.is_none() {
             if !group.members.is_empty() {
                 return HeartbeatResult::error(
@@ -533,10 +551,66 @@ impl Coordinator {
         }
     }
 
+    /// A ShareGroupHeartbeat (KIP-932). An empty group (or a new one) becomes a share group;
+    /// a group with classic or consumer members refuses (GROUP_ID_NOT_FOUND).
+    pub fn share_heartbeat(
+        &mut self,
+        group_id: &str,
+        hb: share::Heartbeat,
+        topics: &consumer::TopicsView,
+        now_ms: i64,
+    ) -> consumer::HeartbeatResult {
+        use consumer::HeartbeatResult;
+        if hb.member_epoch != 0 && !self.groups.contains_key(group_id) {
+            return HeartbeatResult::error(
+                ErrorCode::UnknownMemberId,
+                format!("group {group_id} has no member {}", hb.member_id),
+            );
+        }
+        let group = self
+            .groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id));
+        if group.share.is_none() {
+            if !group.is_empty() {
+                return HeartbeatResult::error(
+                    ErrorCode::GroupIdNotFound,
+                    format!(
+                        "group {group_id} is not a share group: it has {} members",
+                        group.type_name()
+                    ),
+                );
+            }
+            if hb.member_epoch != 0 {
+                return HeartbeatResult::error(
+                    ErrorCode::UnknownMemberId,
+                    format!("group {group_id} has no member {}", hb.member_id),
+                );
+            }
+            group.consumer = None;
+            group.share = Some(share::ShareGroup::default());
+            group.protocol_type = Some("share".into());
+            group.state = GroupState::Empty;
+        }
+        group.last_change_ms = now_ms;
+        let settings = &self.share_settings;
+        match group.share.as_mut() {
+            Some(s) => s.heartbeat(hb, topics, settings, now_ms),
+            None => HeartbeatResult::error(ErrorCode::UnknownServerError, "no share group"),
+        }
+    }
+
     /// Expires members whose session timed out and ends join phases past their deadline.
     pub fn tick(&mut self, now_ms: i64) -> Vec<(Ticket, Answer)> {
         let mut out = Vec::new();
         for g in self.groups.values_mut() {
+            if let Some(s) = g.share.as_mut() {
+                for member in s.tick(&self.share_settings, now_ms) {
+                    debug!(group = %g.id, member, "share-group member removed: session timeout");
+                    g.last_change_ms = now_ms;
+                }
+                continue;
+            }
             if let Some(c) = g.consumer.as_mut() {
                 for (member, why) in c.tick(&self.consumer_settings, now_ms) {
                     debug!(group = %g.id, member, why, "consumer-group member removed");

@@ -41,11 +41,7 @@ pub async fn handle(
     node: &Rc<Node>,
     req: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
-    let names: BTreeMap<TopicId, String> = super::consumer_group_heartbeat::topics_view(node)
-        .by_name
-        .into_iter()
-        .map(|(name, (id, _))| (id, name))
-        .collect();
+    let names = super::consumer_group_heartbeat::topic_names(node);
     let mut r = ConsumerGroupDescribeResponse::default();
     for id in req.group_ids {
         let group = id.0.as_str().to_string();

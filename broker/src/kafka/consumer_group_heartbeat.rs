@@ -32,6 +32,17 @@ pub fn topics_view(node: &Node) -> TopicsView {
     }
 }
 
+/// Topic names by id (every non-internal topic).
+pub fn topic_names(
+    node: &Node,
+) -> std::collections::BTreeMap<crate::group::consumer::TopicId, String> {
+    topics_view(node)
+        .by_name
+        .into_iter()
+        .map(|(name, (id, _))| (id, name))
+        .collect()
+}
+
 fn owned(list: Vec<OwnedTopic>) -> Assignment {
     let mut a = Assignment::new();
     for t in list {

@@ -9,7 +9,9 @@
 //!   [`describe_cluster`]; groups: [`find_coordinator`], [`join_group`], [`sync_group`],
 //!   [`heartbeat`], [`leave_group`], [`offset_commit`], [`offset_fetch`], [`offset_delete`],
 //!   [`list_groups`], [`describe_groups`], [`delete_groups`], KIP-848's
-//!   [`consumer_group_heartbeat`] and [`consumer_group_describe`]; transactions:
+//!   [`consumer_group_heartbeat`] and [`consumer_group_describe`]; share groups (KIP-932):
+//!   [`share_group_heartbeat`], [`share_group_describe`], [`share_fetch`],
+//!   [`share_acknowledge`]; transactions:
 //!   [`add_partitions_to_txn`], [`add_offsets_to_txn`], [`txn_offset_commit`], [`end_txn`],
 //!   [`describe_transactions`], [`list_transactions`], [`describe_producers`]; records:
 //!   [`delete_records`].
@@ -67,6 +69,10 @@ pub mod produce;
 pub mod response_errors;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
+pub mod share_acknowledge;
+pub mod share_fetch;
+pub mod share_group_describe;
+pub mod share_group_heartbeat;
 pub mod sync_group;
 pub mod txn_offset_commit;
 
@@ -133,6 +139,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::ShareGroupHeartbeat, 1, 1),
+    (ApiKey::ShareGroupDescribe, 1, 1),
+    (ApiKey::ShareFetch, 1, 1),
+    (ApiKey::ShareAcknowledge, 1, 1),
 ];
 
 /// The version range we serve for `api`, if any.
@@ -323,6 +333,23 @@ pub async fn handle(
         ),
         RequestKind::ConsumerGroupDescribe(r) => {
             ResponseKind::ConsumerGroupDescribe(consumer_group_describe::handle(node, r).await)
+        }
+        RequestKind::ShareGroupHeartbeat(r) => ResponseKind::ShareGroupHeartbeat(
+            share_group_heartbeat::handle(node, header, &session.host, r).await,
+        ),
+        RequestKind::ShareGroupDescribe(r) => {
+            ResponseKind::ShareGroupDescribe(share_group_describe::handle(node, r).await)
+        }
+        RequestKind::ShareFetch(r) => {
+            // It may wait for records: answer later, keep reading this connection.
+            let node = Rc::clone(node);
+            return Handled::Later(Box::pin(async move {
+                let r = share_fetch::handle(&node, r).await;
+                Reply::Kind(Box::new(ResponseKind::ShareFetch(r)))
+            }));
+        }
+        RequestKind::ShareAcknowledge(r) => {
+            ResponseKind::ShareAcknowledge(share_acknowledge::handle(node, r).await)
         }
         RequestKind::LeaveGroup(r) => {
             ResponseKind::LeaveGroup(leave_group::handle(node, r, version).await)

@@ -104,6 +104,15 @@ pub enum GroupRequest {
     ConsumerDescribe {
         group: String,
     },
+    /// ShareGroupHeartbeat (KIP-932).
+    ShareHeartbeat {
+        group: String,
+        heartbeat: Box<crate::group::share::Heartbeat>,
+        topics: crate::group::consumer::TopicsView,
+    },
+    ShareDescribe {
+        group: String,
+    },
 }
 
 impl GroupRequest {
@@ -121,7 +130,9 @@ impl GroupRequest {
             | GroupRequest::DeleteGroup { group }
             | GroupRequest::DeleteOffsets { group, .. }
             | GroupRequest::ConsumerHeartbeat { group, .. }
-            | GroupRequest::ConsumerDescribe { group } => Some(group),
+            | GroupRequest::ConsumerDescribe { group }
+            | GroupRequest::ShareHeartbeat { group, .. }
+            | GroupRequest::ShareDescribe { group } => Some(group),
             GroupRequest::List => None,
         }
     }
@@ -141,6 +152,8 @@ pub enum GroupResponse {
     ConsumerHeartbeat(crate::group::consumer::HeartbeatResult),
     /// A consumer group's state name and a copy of it (`None`: no such consumer group).
     ConsumerDescribed(Option<(&'static str, crate::group::consumer::ConsumerGroup)>),
+    /// A share group's state name and a copy of it (`None`: no such share group).
+    ShareDescribed(Option<(&'static str, crate::group::share::ShareGroup)>),
 }
 
 #[derive(Debug, Clone)]
@@ -546,10 +559,10 @@ impl Node {
                     .delete_offsets(&group, &partitions);
                 GroupResponse::Error(result.err().unwrap_or(ErrorCode::None))
             }
-            r
-            @ (GroupRequest::ConsumerHeartbeat { .. } | GroupRequest::ConsumerDescribe { .. }) => {
-                self.consumer_group_local(r, now)
-            }
+            r @ (GroupRequest::ConsumerHeartbeat { .. }
+            | GroupRequest::ConsumerDescribe { .. }
+            | GroupRequest::ShareHeartbeat { .. }
+            | GroupRequest::ShareDescribe { .. }) => self.consumer_group_local(r, now),
             GroupRequest::List => {
                 let g = self.groups.borrow();
                 GroupResponse::Listed(
@@ -680,6 +693,14 @@ impl Node {
         self.groups.borrow_mut().coordinator.member_id_salt = uuid::Uuid::new_v4().as_u128();
         self.groups.borrow_mut().coordinator.max_members =
             usize::try_from(self.config().group_max_size).ok();
+        self.groups.borrow_mut().coordinator.share_settings = {
+            let c = self.config();
+            crate::group::share::Settings {
+                session_timeout_ms: c.group_share_session_timeout_ms,
+                heartbeat_interval_ms: c.group_share_heartbeat_interval_ms,
+                max_members: usize::try_from(c.group_share_max_size).unwrap_or(200),
+            }
+        };
         self.groups.borrow_mut().coordinator.consumer_settings = {
             let c = self.config();
             crate::group::consumer::Settings {

@@ -50,6 +50,7 @@ mod replica_leader;
 mod replica_serve;
 mod throttle;
 pub use replica_serve::ReplicaFetchMany;
+pub mod share_service;
 pub mod txn_service;
 pub use cluster::SINGLE_NODE_ID;
 
@@ -130,6 +131,11 @@ pub enum ShardMsg {
         tp: TopicPartition,
         epoch: i32,
         reply: oneshot::Sender<Result<(i32, i64), ErrorCode>>,
+    },
+    /// A share-group operation on a share-partition, to the partition's shard.
+    Share {
+        op: crate::node::share_service::ShareOp,
+        reply: oneshot::Sender<crate::node::share_service::ShareAnswer>,
     },
     /// DescribeProducers, to the partition's shard.
     Producers {
@@ -222,6 +228,8 @@ pub struct Node {
     pub(crate) groups: RefCell<crate::node::group_service::Groups>,
     /// Transactional ids coordinated by this shard.
     pub(crate) txns: RefCell<crate::node::txn_service::Txns>,
+    /// Share-partitions of partitions this shard leads, and share sessions of its connections.
+    pub(crate) share: RefCell<crate::node::share_service::Shares>,
     /// Internal partitions whose groups / transactional ids this shard has loaded and serves,
     /// with the leader epoch they were loaded at (`coordinators`).
     coordinated: RefCell<HashMap<TopicPartition, i32>>,
@@ -282,6 +290,7 @@ impl Node {
             controller: Semaphore::new(1),
             groups: RefCell::new(Default::default()),
             txns: RefCell::new(Default::default()),
+            share: RefCell::new(Default::default()),
             coordinated: RefCell::new(HashMap::new()),
             coordinator_sync: Semaphore::new(1),
             coordinator_retry: std::cell::Cell::new(false),
@@ -405,6 +414,9 @@ impl Node {
             }
             ShardMsg::Producers { tp, reply } => {
                 let _ = reply.send(self.producers_local(&tp));
+            }
+            ShardMsg::Share { op, reply } => {
+                let _ = reply.send(self.share_local(op).await);
             }
             ShardMsg::ApplyCatalog { catalog, reply } => {
                 self.apply_catalog(catalog).await;

@@ -234,6 +234,13 @@ pub fn split(c: &Checker, request: &mut RequestKind) -> Denied {
             }
             ok
         }),
+        RequestKind::ShareGroupDescribe(r) => r.group_ids.retain(|g| {
+            let ok = c.allows(Operation::Describe, ResourceType::Group, g.0.as_str());
+            if !ok {
+                d.names.push((g.0.clone(), GROUP_DENIED.code()));
+            }
+            ok
+        }),
         RequestKind::DeleteGroups(r) => r.groups_names.retain(|g| {
             let ok = c.allows(Operation::Delete, ResourceType::Group, g.0.as_str());
             if !ok {
@@ -494,6 +501,9 @@ pub fn merge(c: &Checker, response: &mut ResponseKind, mut d: Denied) {
         }
         ResponseKind::ConsumerGroupDescribe(r) => {
             described_groups!(c, d, r, consumer_group_describe_response::DescribedGroup);
+        }
+        ResponseKind::ShareGroupDescribe(r) => {
+            described_groups!(c, d, r, share_group_describe_response::DescribedGroup);
         }
         ResponseKind::DeleteGroups(r) => {
             for (name, code) in d.names.drain(..) {

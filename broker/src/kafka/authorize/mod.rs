@@ -21,11 +21,11 @@
 //! | DeleteTopics / DeleteRecords | DELETE topic |
 //! | CreatePartitions | ALTER topic |
 //! | DescribeConfigs / AlterConfigs, IncrementalAlterConfigs | DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic or cluster |
-//! | JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat | READ group |
+//! | JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat, ShareGroupHeartbeat, ShareFetch, ShareAcknowledge | READ group (ShareFetch's topics: not checked yet) |
 //! | OffsetCommit | READ group; READ topic |
 //! | OffsetFetch | DESCRIBE group; DESCRIBE topic |
 //! | OffsetDelete | DELETE group; READ topic |
-//! | DescribeGroups, ConsumerGroupDescribe / DeleteGroups | DESCRIBE / DELETE group |
+//! | DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe / DeleteGroups | DESCRIBE / DELETE group |
 //! | ListGroups | DESCRIBE cluster, or each group's DESCRIBE |
 //! | FindCoordinator | DESCRIBE group or transactional id |
 //! | InitProducerId | WRITE transactional id; without one IDEMPOTENT_WRITE cluster or WRITE on some topic |

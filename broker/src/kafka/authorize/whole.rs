@@ -276,6 +276,34 @@ pub fn check(checker: &Checker, version: i16, request: &RequestKind) -> Option<V
             r.member_epoch = -1;
             refuse(ResponseKind::ConsumerGroupHeartbeat(r))
         }
+        RequestKind::ShareGroupHeartbeat(req)
+            if !group(checker, Operation::Read, &req.group_id) =>
+        {
+            let mut r = ShareGroupHeartbeatResponse::default();
+            r.error_code = g;
+            r.member_epoch = -1;
+            refuse(ResponseKind::ShareGroupHeartbeat(r))
+        }
+        RequestKind::ShareFetch(req)
+            if req
+                .group_id
+                .as_ref()
+                .is_some_and(|id| !group(checker, Operation::Read, id)) =>
+        {
+            let mut r = ShareFetchResponse::default();
+            r.error_code = g;
+            refuse(ResponseKind::ShareFetch(r))
+        }
+        RequestKind::ShareAcknowledge(req)
+            if req
+                .group_id
+                .as_ref()
+                .is_some_and(|id| !group(checker, Operation::Read, id)) =>
+        {
+            let mut r = ShareAcknowledgeResponse::default();
+            r.error_code = g;
+            refuse(ResponseKind::ShareAcknowledge(r))
+        }
         RequestKind::LeaveGroup(req) if !group(checker, Operation::Read, &req.group_id) => {
             let mut r = LeaveGroupResponse::default();
             r.error_code = g;
