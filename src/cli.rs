@@ -126,43 +126,31 @@ pub struct ProduceArgs {
 
 #[derive(Args)]
 pub struct ConsumeArgs {
-    topic: String,
+    pub(crate) topic: String,
     /// Start at the earliest offset (default: the latest, or the group's committed offset).
     #[arg(long)]
     from_beginning: bool,
     /// Join this consumer group (its partitions, from its committed offsets) and commit.
     #[arg(long, short = 'g')]
-    group: Option<String>,
+    pub(crate) group: Option<String>,
     /// Stop after this many records.
     #[arg(long, short = 'n')]
-    num: Option<u64>,
+    pub(crate) num: Option<u64>,
     /// Stop at the end offsets seen at start.
     #[arg(long)]
     until_end: bool,
     /// Output per record: %t topic, %p partition, %o offset, %T timestamp, %k key, %v value,
-    /// \n \t. Default "%v\n" (`--json`: one object per line).
+    /// %d delivery count (--share), \n \t. Default "%v\n" (`--json`: one object per line).
     #[arg(long, short = 'f', default_value = "%v\\n")]
-    format: String,
-}
-
-#[derive(Subcommand)]
-pub enum GroupCmd {
-    /// List consumer groups and their states.
-    List,
-    /// State, members, and per-partition committed offset, end offset and lag.
-    Describe { group: String },
-    /// Move a group's committed offsets (the group must have no active members).
-    ResetOffsets {
-        group: String,
-        #[arg(long)]
-        topic: String,
-        #[arg(long, conflicts_with_all = ["to_latest", "to_offset"])]
-        to_earliest: bool,
-        #[arg(long, conflicts_with = "to_offset")]
-        to_latest: bool,
-        #[arg(long)]
-        to_offset: Option<i64>,
-    },
+    pub(crate) format: String,
+    /// Join --group as a share group (KIP-932): records are shared with the group's other
+    /// consumers, each acknowledged after it is printed.
+    #[arg(long, requires = "group")]
+    pub(crate) share: bool,
+    /// With --share: how each record is acknowledged — accept, release (back to the group)
+    /// or reject.
+    #[arg(long, default_value = "accept", requires = "share")]
+    pub(crate) ack: String,
 }
 
 #[derive(Subcommand)]
@@ -216,7 +204,7 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
 }
 
 /// Runs `f` on a fresh executor and turns its result into an exit code.
-fn run<F, Fut>(conn: &Conn, f: F) -> ExitCode
+pub(crate) fn run<F, Fut>(conn: &Conn, f: F) -> ExitCode
 where
     F: FnOnce(Cluster, bool) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<(), ClientError>> + 'static,
@@ -586,7 +574,43 @@ pub fn produce(conn: Conn, args: ProduceArgs) -> ExitCode {
     })
 }
 
+/// One consumed record as `consume` prints it: `format` (or a JSON object with `json`); a
+/// share group's delivery count, if given, as `%d` / `delivery_count`.
+pub(crate) fn render(
+    format: &str,
+    json: bool,
+    r: &strand_client::consumer::Record,
+    delivery_count: Option<i16>,
+) -> String {
+    let text =
+        |b: &Option<bytes::Bytes>| b.as_ref().map(|v| String::from_utf8_lossy(v).into_owned());
+    if json {
+        let mut v = json!({"topic": r.topic, "partition": r.partition, "offset": r.offset,
+            "timestamp": r.timestamp_ms, "key": text(&r.key), "value": text(&r.value)});
+        if let Some(c) = delivery_count {
+            v["delivery_count"] = json!(c);
+        }
+        return format!("{v}\n");
+    }
+    format
+        .replace("\\n", "\n")
+        .replace("\\t", "\t")
+        .replace("%t", &r.topic)
+        .replace("%p", &r.partition.to_string())
+        .replace("%o", &r.offset.to_string())
+        .replace("%T", &r.timestamp_ms.to_string())
+        .replace(
+            "%d",
+            &delivery_count.map_or(String::new(), |c| c.to_string()),
+        )
+        .replace("%k", &text(&r.key).unwrap_or_default())
+        .replace("%v", &text(&r.value).unwrap_or_default())
+}
+
 pub fn consume(conn: Conn, args: ConsumeArgs) -> ExitCode {
+    if args.share {
+        return crate::share_consume::consume(conn, args);
+    }
     run(&conn, move |cluster, json| async move {
         let start = if args.from_beginning {
             if args.group.is_some() {
@@ -622,26 +646,8 @@ pub fn consume(conn: Conn, args: ConsumeArgs) -> ExitCode {
                     break;
                 }
                 seen += 1;
-                let text = |b: &Option<bytes::Bytes>| {
-                    b.as_ref().map(|v| String::from_utf8_lossy(v).into_owned())
-                };
-                if json {
-                    let v = json!({"topic": r.topic, "partition": r.partition, "offset": r.offset,
-                        "timestamp": r.timestamp_ms, "key": text(&r.key), "value": text(&r.value)});
-                    writeln!(out, "{v}").map_err(ClientError::Io)?;
-                } else {
-                    let s = args
-                        .format
-                        .replace("\\n", "\n")
-                        .replace("\\t", "\t")
-                        .replace("%t", &r.topic)
-                        .replace("%p", &r.partition.to_string())
-                        .replace("%o", &r.offset.to_string())
-                        .replace("%T", &r.timestamp_ms.to_string())
-                        .replace("%k", &text(&r.key).unwrap_or_default())
-                        .replace("%v", &text(&r.value).unwrap_or_default());
-                    out.write_all(s.as_bytes()).map_err(ClientError::Io)?;
-                }
+                let line = render(&args.format, json, &r, None);
+                out.write_all(line.as_bytes()).map_err(ClientError::Io)?;
             }
             out.flush().map_err(ClientError::Io)?;
             if args.group.is_some() {
@@ -649,123 +655,6 @@ pub fn consume(conn: Conn, args: ConsumeArgs) -> ExitCode {
             }
         }
         consumer.close().await
-    })
-}
-
-pub fn group(conn: Conn, cmd: GroupCmd) -> ExitCode {
-    run(&conn, move |cluster, json| async move {
-        match cmd {
-            GroupCmd::List => {
-                let groups = cluster.list_groups().await?;
-                if json {
-                    let v: Vec<Value> = groups
-                        .iter()
-                        .map(|(g, s)| json!({"group": g, "state": s}))
-                        .collect();
-                    println!("{}", Value::Array(v));
-                } else {
-                    let rows: Vec<Vec<String>> =
-                        groups.into_iter().map(|(g, s)| vec![g, s]).collect();
-                    print_table(&["GROUP", "STATE"], &rows);
-                }
-            }
-            GroupCmd::Describe { group } => {
-                let info = cluster.describe_group(&group).await?;
-                let committed = cluster.committed(&group, None).await?;
-                let mut ends: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-                for (t, _) in committed.keys() {
-                    if !ends.contains_key(t) {
-                        ends.insert(
-                            t.clone(),
-                            cluster.list_offsets(t, OffsetSpec::Latest).await?,
-                        );
-                    }
-                }
-                let rows: Vec<(String, i32, i64, i64)> = committed
-                    .iter()
-                    .map(|((t, p), &o)| {
-                        let end = ends
-                            .get(t)
-                            .and_then(|e| e.get(*p as usize))
-                            .copied()
-                            .unwrap_or(-1);
-                        (t.clone(), *p, o, end)
-                    })
-                    .collect();
-                let total_lag: i64 = rows.iter().map(|r| (r.3 - r.2).max(0)).sum();
-                if json {
-                    let parts: Vec<Value> = rows
-                        .iter()
-                        .map(|(t, p, o, e)| json!({"topic": t, "partition": p, "committed_offset": o, "log_end_offset": e, "lag": (e - o).max(0)}))
-                        .collect();
-                    println!(
-                        "{}",
-                        json!({"group": group, "state": info.state, "members": info.members.len(), "total_lag": total_lag, "partitions": parts})
-                    );
-                } else {
-                    println!(
-                        "group {group}  state {}  members {}  total lag {total_lag}",
-                        info.state,
-                        info.members.len()
-                    );
-                    let table: Vec<Vec<String>> = rows
-                        .iter()
-                        .map(|(t, p, o, e)| {
-                            vec![
-                                t.clone(),
-                                p.to_string(),
-                                o.to_string(),
-                                e.to_string(),
-                                (e - o).max(0).to_string(),
-                            ]
-                        })
-                        .collect();
-                    print_table(
-                        &[
-                            "TOPIC",
-                            "PARTITION",
-                            "CURRENT-OFFSET",
-                            "LOG-END-OFFSET",
-                            "LAG",
-                        ],
-                        &table,
-                    );
-                }
-            }
-            GroupCmd::ResetOffsets {
-                group,
-                topic,
-                to_earliest,
-                to_latest,
-                to_offset,
-            } => {
-                let offsets = match (to_earliest, to_latest, to_offset) {
-                    (true, _, _) => cluster.list_offsets(&topic, OffsetSpec::Earliest).await?,
-                    (_, true, _) => cluster.list_offsets(&topic, OffsetSpec::Latest).await?,
-                    (_, _, Some(o)) => vec![o; cluster.topic(&topic).await?.leaders.len()],
-                    _ => {
-                        return Err(ClientError::Invalid(
-                            "say where to: --to-earliest, --to-latest or --to-offset N".into(),
-                        ))
-                    }
-                };
-                let map: BTreeMap<(String, i32), i64> = offsets
-                    .iter()
-                    .enumerate()
-                    .map(|(p, &o)| ((topic.clone(), p as i32), o))
-                    .collect();
-                cluster.commit(&group, &map).await?;
-                if json {
-                    println!(
-                        "{}",
-                        json!({"group": group, "topic": topic, "offsets": offsets})
-                    );
-                } else {
-                    println!("reset {group} on {topic}: {offsets:?}");
-                }
-            }
-        }
-        Ok(())
     })
 }
 

@@ -8,7 +8,9 @@ use clap::{Parser, Subcommand};
 mod certs;
 mod cli;
 mod cluster_info;
+mod group_cmd;
 mod local_cluster;
+mod share_consume;
 mod top;
 mod user;
 use strand_broker::config::{BrokerConfig, DEFAULT_DATA_DIR};
@@ -61,7 +63,7 @@ enum Command {
         #[command(flatten)]
         conn: cli::Conn,
         #[command(subcommand)]
-        cmd: cli::GroupCmd,
+        cmd: group_cmd::GroupCmd,
     },
     /// The cluster's id, controller and brokers.
     Cluster {
@@ -146,7 +148,7 @@ fn main() -> ExitCode {
         Command::Topic { conn, cmd } => cli::topic(conn, cmd),
         Command::Produce { conn, args } => cli::produce(conn, args),
         Command::Consume { conn, args } => cli::consume(conn, args),
-        Command::Group { conn, cmd } => cli::group(conn, cmd),
+        Command::Group { conn, cmd } => group_cmd::group(conn, cmd),
         Command::Cluster { conn, cmd } => cli::cluster(conn, cmd),
         Command::Bench(args) => bench(*args),
         Command::Top(args) => top::run(args),

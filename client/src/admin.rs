@@ -25,7 +25,7 @@ use strand_wire::kafka::messages::{
     CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest,
     ElectLeadersRequest, GroupId, IncrementalAlterConfigsRequest, ListGroupsRequest,
     ListOffsetsRequest, ListPartitionReassignmentsRequest, OffsetCommitRequest, OffsetFetchRequest,
-    RequestKind, ResponseKind, TopicName,
+    RequestKind, ResponseKind, ShareGroupDescribeRequest, TopicName,
 };
 use strand_wire::kafka::protocol::StrBytes;
 
@@ -43,6 +43,37 @@ fn name(s: &str) -> TopicName {
 
 fn unexpected(what: &str) -> ClientError {
     ClientError::Protocol(format!("unexpected answer to {what}"))
+}
+
+/// ConsumerGroupDescribe and ShareGroupDescribe (the same shape, different types): one group.
+macro_rules! describe_new_group {
+    ($conn:expr, $group:expr, $api:ident, $request:ident, $kind:expr) => {{
+        let mut req = $request::default();
+        req.group_ids = vec![GroupId(StrBytes::from_string($group.to_string()))];
+        let ResponseKind::$api(r) = $conn
+            .request_within(RequestKind::$api(req), crate::cluster::REQUEST_TIMEOUT)
+            .await?
+        else {
+            return Err(unexpected(stringify!($api)));
+        };
+        let g = r
+            .groups
+            .into_iter()
+            .next()
+            .ok_or_else(|| unexpected(concat!(stringify!($api), " (no group)")))?;
+        ClientError::check(g.error_code, g.error_message.as_deref())?;
+        Ok(GroupInfo {
+            group_id: g.group_id.0.to_string(),
+            state: g.group_state.to_string(),
+            protocol_type: $kind.into(),
+            protocol: g.assignor_name.to_string(),
+            members: g
+                .members
+                .into_iter()
+                .map(|m| member_row(&m.member_id, &m.client_id, &m.client_host))
+                .collect(),
+        })
+    }};
 }
 
 /// (member id, client id, client host) as `GroupInfo` lists members.
@@ -430,6 +461,9 @@ impl Cluster {
             // A KIP-848 group: its members are described by ConsumerGroupDescribe.
             return self.describe_consumer_group(&conn, group).await;
         }
+        if g.protocol_type.as_str() == "share" {
+            return self.describe_share_group(&conn, group).await;
+        }
         Ok(GroupInfo {
             group_id: g.group_id.0.to_string(),
             state: g.group_state.to_string(),
@@ -448,34 +482,27 @@ impl Cluster {
         conn: &BrokerConn,
         group: &str,
     ) -> Result<GroupInfo, ClientError> {
-        let mut req = ConsumerGroupDescribeRequest::default();
-        req.group_ids = vec![GroupId(StrBytes::from_string(group.to_string()))];
-        let ResponseKind::ConsumerGroupDescribe(r) = conn
-            .request_within(
-                RequestKind::ConsumerGroupDescribe(req),
-                crate::cluster::REQUEST_TIMEOUT,
-            )
-            .await?
-        else {
-            return Err(unexpected("ConsumerGroupDescribe"));
-        };
-        let g = r
-            .groups
-            .into_iter()
-            .next()
-            .ok_or_else(|| unexpected("ConsumerGroupDescribe (no group)"))?;
-        ClientError::check(g.error_code, g.error_message.as_deref())?;
-        Ok(GroupInfo {
-            group_id: g.group_id.0.to_string(),
-            state: g.group_state.to_string(),
-            protocol_type: "consumer".into(),
-            protocol: g.assignor_name.to_string(),
-            members: g
-                .members
-                .into_iter()
-                .map(|m| member_row(&m.member_id, &m.client_id, &m.client_host))
-                .collect(),
-        })
+        describe_new_group!(
+            conn,
+            group,
+            ConsumerGroupDescribe,
+            ConsumerGroupDescribeRequest,
+            "consumer"
+        )
+    }
+
+    async fn describe_share_group(
+        &self,
+        conn: &BrokerConn,
+        group: &str,
+    ) -> Result<GroupInfo, ClientError> {
+        describe_new_group!(
+            conn,
+            group,
+            ShareGroupDescribe,
+            ShareGroupDescribeRequest,
+            "share"
+        )
     }
 
     /// Committed offsets of `group`: (topic, partition) -> offset. `topic`: only that topic.

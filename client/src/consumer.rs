@@ -517,7 +517,7 @@ impl Consumer {
 /// Appends the records at or after `from` to `out`; returns the next offset to fetch.
 /// `aborted`: (producer id, first offset) of aborted transactions (read_committed): their
 /// batches are skipped up to the producer's next control batch, as Kafka's clients do.
-fn decode_records(
+pub(crate) fn decode_records(
     tp: &(String, i32),
     from: i64,
     records: Option<&Bytes>,

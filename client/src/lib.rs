@@ -37,6 +37,7 @@ pub mod partitioner;
 pub mod producer;
 pub mod protocol;
 pub mod security;
+pub mod share;
 
 pub use admin::{GroupInfo, OffsetSpec};
 pub use cluster::{Cluster, Metadata, TopicInfo};

@@ -87,10 +87,12 @@ def setup(broker, topic, group, **configs):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def produce(broker, topic, n, start=0, pause_every=0):
+def produce(broker, topic, n, start=0, pause_every=0, batch=0):
     p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2})
     for i in range(start, start + n):
         p.produce(topic, value=f"v{i}".encode())
+        if batch and (i + 1) % batch == 0:
+            p.flush(30)
         if pause_every and (i + 1) % pause_every == 0:
             p.flush(30)
             time.sleep(0.1)
@@ -121,7 +123,8 @@ def test_four_members_share_one_partition_with_accept_release_reject(make_broker
               limit_s=60, context=context(members, broker))
         time.sleep(4)  # all assigned, each with a fetch waiting
         n = 300
-        produce(broker, topic, n)
+        # Batches of 10: records are acquired a whole batch at a time.
+        produce(broker, topic, n, batch=10)
         accepted = lambda: set().union(*(m.acked("ACCEPT") for m in members))  # noqa: E731
         want = {o for o in range(n) if o % 3 != 1}
         until("every record accepted but the rejected", lambda: want <= accepted(), limit_s=90,
@@ -206,3 +209,30 @@ def test_a_broker_restart_loses_no_acknowledgement(make_broker, tmp_path):
         assert not redelivered, f"accepted before the restart, delivered again: {sorted(redelivered)[:20]}"
     finally:
         finish(members)
+
+
+def test_the_native_cli_consumes_as_a_share_group(make_broker):
+    """`strand consume --group G --share`: records acknowledged as printed (accept by default,
+    --ack reject or release), with their delivery count (%d); `strand group describe` shows
+    the share group."""
+    from conftest import BINARY
+    broker = make_broker(config=CONFIG).start()
+    topic = group = "share-cli"
+    setup(broker, topic, group)
+    produce(broker, topic, 10)
+    env = {**os.environ, "STRAND_BROKERS": broker.bootstrap}
+
+    def consume(*extra):
+        r = subprocess.run([BINARY, "consume", topic, "--group", group, "--share", "-f", "%o:%d\\n",
+                            *extra], capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0, r.stderr
+        return [tuple(map(int, line.split(":"))) for line in r.stdout.split()]
+
+    assert consume("-n", "4") == [(0, 1), (1, 1), (2, 1), (3, 1)]
+    # The rest was acquired by that run and given back when it stopped: count 2 now.
+    assert consume("-n", "3", "--ack", "reject") == [(4, 2), (5, 2), (6, 2)]
+    # 7..9 went back again with the second run: count 3; 4..6, rejected, never come back.
+    assert consume("-n", "3") == [(7, 3), (8, 3), (9, 3)]
+    r = subprocess.run([BINARY, "group", "describe", group], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0 and group in r.stdout, r.stdout + r.stderr

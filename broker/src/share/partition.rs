@@ -157,8 +157,9 @@ impl SharePartition {
     }
 
     /// Acquires for `member` the deliverable offsets of `batches` (`(first, last, is_control)`
-    /// of the batches read from the log, in order), up to `max_records`. Control records are
-    /// done at once. Returns what was acquired and the changes to persist.
+    /// of the batches read from the log, in order), batch by batch until `max_records` (or
+    /// the record-lock limit) is reached — the last batch is taken whole. Control records
+    /// are done at once. Returns what was acquired and the changes to persist.
     pub fn acquire(
         &mut self,
         member: &str,
@@ -174,7 +175,12 @@ impl SharePartition {
         let mut got: Vec<(i64, i16)> = Vec::new();
         let mut changed: Vec<i64> = Vec::new();
         let until_ms = now_ms + limits.lock_ms;
-        'batches: for &(first, last, control) in batches {
+        for &(first, last, control) in batches {
+            // Whole batches, as Kafka acquires them: the limit is checked between batches, so
+            // members do not each receive the same batch for a slice of it.
+            if !control && got.len() >= room {
+                break;
+            }
             for o in first.max(self.start)..=last {
                 if control {
                     if o >= self.next {
@@ -189,9 +195,6 @@ impl SharePartition {
                         changed.push(o);
                     }
                     continue;
-                }
-                if got.len() >= room {
-                    break 'batches;
                 }
                 let count = if o >= self.next {
                     // Offsets skipped between `next` and `o` (none in a plain log) are done.

@@ -18,7 +18,7 @@ fn batch(first: i64, last: i64) -> (i64, i64, bool) {
 fn members_share_the_records_and_accepts_move_the_start() {
     let mut sp = SharePartition::starting_at(0);
     let l = limits();
-    let (a, _) = sp.acquire("a", &[batch(0, 9)], 4, &l, 0);
+    let (a, _) = sp.acquire("a", &[batch(0, 3), batch(4, 9)], 4, &l, 0);
     assert_eq!(a, vec![(0, 3, 1)]);
     // b reads from the first available offset: 4.
     assert_eq!(sp.first_available(), 4);
@@ -86,9 +86,16 @@ fn control_records_are_done_without_delivery_and_locks_are_bounded() {
         max_record_locks: 3,
         ..limits()
     };
-    let (got, _) = sp.acquire("a", &[batch(0, 1), (2, 2, true), batch(3, 9)], 100, &l, 0);
-    assert_eq!(got, vec![(0, 1, 1), (3, 3, 1)]);
-    let (none, _) = sp.acquire("b", &[batch(4, 9)], 100, &l, 0);
+    let (got, _) = sp.acquire(
+        "a",
+        &[batch(0, 1), (2, 2, true), batch(3, 4), batch(5, 9)],
+        100,
+        &l,
+        0,
+    );
+    // Whole batches: 0..1, then 3..4 (the limit is reached inside it), not 5..9.
+    assert_eq!(got, vec![(0, 1, 1), (3, 4, 1)]);
+    let (none, _) = sp.acquire("b", &[batch(5, 9)], 100, &l, 0);
     assert!(none.is_empty(), "no lock left");
 }
 
