@@ -438,8 +438,17 @@ impl Cluster {
         Ok(out)
     }
 
+    /// A group of any kind: as Kafka's admin client, ConsumerGroupDescribe first (KIP-848
+    /// groups), then ShareGroupDescribe, then DescribeGroups (classic groups; also what a
+    /// broker without the newer APIs answers).
     pub async fn describe_group(&self, group: &str) -> Result<GroupInfo, ClientError> {
         let conn = self.coordinator(group).await?;
+        if let Ok(info) = self.describe_consumer_group(&conn, group).await {
+            return Ok(info);
+        }
+        if let Ok(info) = self.describe_share_group(&conn, group).await {
+            return Ok(info);
+        }
         let mut req = DescribeGroupsRequest::default();
         req.groups = vec![GroupId(StrBytes::from_string(group.to_string()))];
         let ResponseKind::DescribeGroups(r) = conn
@@ -457,13 +466,7 @@ impl Cluster {
             .next()
             .ok_or_else(|| unexpected("DescribeGroups (no group)"))?;
         ClientError::check(g.error_code, g.error_message.as_deref())?;
-        if g.protocol_type.as_str() == "consumer" {
-            // A KIP-848 group: its members are described by ConsumerGroupDescribe.
-            return self.describe_consumer_group(&conn, group).await;
-        }
-        if g.protocol_type.as_str() == "share" {
-            return self.describe_share_group(&conn, group).await;
-        }
+
         Ok(GroupInfo {
             group_id: g.group_id.0.to_string(),
             state: g.group_state.to_string(),
