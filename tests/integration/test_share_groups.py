@@ -236,3 +236,37 @@ def test_the_native_cli_consumes_as_a_share_group(make_broker):
     r = subprocess.run([BINARY, "group", "describe", group], capture_output=True, text=True,
                        timeout=60, env=env)
     assert r.returncode == 0 and group in r.stdout, r.stdout + r.stderr
+
+
+def test_kafka_share_groups_tool_describes_resets_and_deletes_offsets(make_broker):
+    """`kafka-share-groups --describe` (ShareGroupDescribe, DescribeShareGroupOffsets), then
+    `--reset-offsets --to-earliest --execute` (AlterShareGroupOffsets) and `--delete-offsets`
+    (DeleteShareGroupOffsets) on the emptied group: the records come again from offset 0."""
+    from conftest import BINARY
+    broker = make_broker(config=CONFIG).start()
+    topic = group = "share-tool"
+    setup(broker, topic, group)
+    produce(broker, topic, 10)
+    env = {**os.environ, "STRAND_BROKERS": broker.bootstrap}
+
+    def consume(n):
+        r = subprocess.run([BINARY, "consume", topic, "--group", group, "--share", "-n", str(n),
+                            "-f", "%o:%d\\n"], capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0, r.stderr
+        return [tuple(map(int, line.split(":"))) for line in r.stdout.split()]
+
+    def tool(*args):
+        r = subprocess.run(["java", "-cp", CP, "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+                            "--bootstrap-server", broker.bootstrap, *args],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return [l.split() for l in r.stdout.splitlines() if l.startswith(group)]
+
+    assert consume(4) == [(0, 1), (1, 1), (2, 1), (3, 1)]
+    rows = tool("--describe", "--group", group)
+    assert [(r[1], r[2], r[3]) for r in rows] == [(topic, "0", "4")], rows
+    tool("--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
+    assert consume(2) == [(0, 1), (1, 1)], "after the reset, from the start with fresh counts"
+    tool("--delete-offsets", "--group", group, "--topic", topic)
+    # No state: share.auto.offset.reset (earliest) applies again.
+    assert consume(1) == [(0, 1)]

@@ -11,7 +11,8 @@
 //!   [`list_groups`], [`describe_groups`], [`delete_groups`], KIP-848's
 //!   [`consumer_group_heartbeat`] and [`consumer_group_describe`]; share groups (KIP-932):
 //!   [`share_group_heartbeat`], [`share_group_describe`], [`share_fetch`],
-//!   [`share_acknowledge`]; transactions:
+//!   [`share_acknowledge`], [`describe_share_group_offsets`], [`alter_share_group_offsets`],
+//!   [`delete_share_group_offsets`]; transactions:
 //!   [`add_partitions_to_txn`], [`add_offsets_to_txn`], [`txn_offset_commit`], [`end_txn`],
 //!   [`describe_transactions`], [`list_transactions`], [`describe_producers`]; records:
 //!   [`delete_records`].
@@ -22,6 +23,7 @@ pub mod add_partitions_to_txn;
 pub mod advertise;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_share_group_offsets;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod authorize;
@@ -36,6 +38,7 @@ pub mod create_topics;
 pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
+pub mod delete_share_group_offsets;
 pub mod delete_topics;
 pub mod describe_acls;
 pub mod describe_client_quotas;
@@ -45,6 +48,7 @@ pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
+pub mod describe_share_group_offsets;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
@@ -143,6 +147,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ShareGroupDescribe, 1, 1),
     (ApiKey::ShareFetch, 1, 1),
     (ApiKey::ShareAcknowledge, 1, 1),
+    (ApiKey::DescribeShareGroupOffsets, 0, 0),
+    (ApiKey::AlterShareGroupOffsets, 0, 0),
+    (ApiKey::DeleteShareGroupOffsets, 0, 0),
 ];
 
 /// The version range we serve for `api`, if any.
@@ -350,6 +357,15 @@ pub async fn handle(
         }
         RequestKind::ShareAcknowledge(r) => {
             ResponseKind::ShareAcknowledge(share_acknowledge::handle(node, r).await)
+        }
+        RequestKind::DescribeShareGroupOffsets(r) => ResponseKind::DescribeShareGroupOffsets(
+            describe_share_group_offsets::handle(node, r).await,
+        ),
+        RequestKind::AlterShareGroupOffsets(r) => {
+            ResponseKind::AlterShareGroupOffsets(alter_share_group_offsets::handle(node, r).await)
+        }
+        RequestKind::DeleteShareGroupOffsets(r) => {
+            ResponseKind::DeleteShareGroupOffsets(delete_share_group_offsets::handle(node, r).await)
         }
         RequestKind::LeaveGroup(r) => {
             ResponseKind::LeaveGroup(leave_group::handle(node, r, version).await)

@@ -128,7 +128,7 @@ pub async fn acknowledge_all(
         };
         let code = match node.share_op(op).await {
             ShareAnswer::Done(code) => code,
-            ShareAnswer::Fetched(_) => ErrorCode::UnknownServerError,
+            ShareAnswer::Fetched(_) | ShareAnswer::Start(_) => ErrorCode::UnknownServerError,
         };
         out.push((tp, code));
     }

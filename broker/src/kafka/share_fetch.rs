@@ -204,7 +204,7 @@ async fn fetch_into(
                         })
                         .collect();
                 }
-                ShareAnswer::Fetched(Ok(_)) => {}
+                ShareAnswer::Fetched(Ok(_)) | ShareAnswer::Start(_) => {}
                 ShareAnswer::Fetched(Err(e)) | ShareAnswer::Done(e) => {
                     any = true;
                     let d = out.entry(key).or_insert_with(|| partition_data(tp.1));

@@ -43,12 +43,25 @@ pub enum ShareOp {
         member: String,
         tp: TopicPartition,
     },
+    /// The share-partition start offset, if the group has state for `tp`.
+    Start { group: String, tp: TopicPartition },
+    /// AlterShareGroupOffsets (`Some`: start over there) / DeleteShareGroupOffsets (`None`:
+    /// forget the state). The group has no members (checked by the caller).
+    Reset {
+        group: String,
+        tp: TopicPartition,
+        offset: Option<i64>,
+    },
 }
 
 impl ShareOp {
     fn tp(&self) -> &TopicPartition {
         match self {
-            ShareOp::Fetch { tp, .. } | ShareOp::Ack { tp, .. } | ShareOp::Release { tp, .. } => tp,
+            ShareOp::Fetch { tp, .. }
+            | ShareOp::Ack { tp, .. }
+            | ShareOp::Release { tp, .. }
+            | ShareOp::Start { tp, .. }
+            | ShareOp::Reset { tp, .. } => tp,
         }
     }
 }
@@ -58,6 +71,8 @@ pub enum ShareAnswer {
     /// Batches holding acquired records, and the acquired ranges.
     Fetched(Result<(Vec<Bytes>, Vec<Acquired>), ErrorCode>),
     Done(ErrorCode),
+    /// The start offset (`None`: no state), or why not.
+    Start(Result<Option<i64>, ErrorCode>),
 }
 
 /// One share-partition and its file.
@@ -209,6 +224,10 @@ impl Node {
                 tp,
                 batches,
             } => ShareAnswer::Done(self.share_ack_local(&group, &member, &tp, &batches).await),
+            ShareOp::Start { group, tp } => ShareAnswer::Start(self.share_start_local(&group, &tp)),
+            ShareOp::Reset { group, tp, offset } => {
+                ShareAnswer::Done(self.share_reset_local(&group, &tp, offset))
+            }
             ShareOp::Release { group, member, tp } => {
                 let key = (group, tp);
                 let changes = {
@@ -223,6 +242,56 @@ impl Node {
                 };
                 let code = self.share_persist(&key, &changes).err();
                 ShareAnswer::Done(code.unwrap_or(ErrorCode::None))
+            }
+        }
+    }
+
+    /// The start offset of `group` on `tp`, loading its state only if it has some.
+    fn share_start_local(
+        &self,
+        group: &str,
+        tp: &TopicPartition,
+    ) -> Result<Option<i64>, ErrorCode> {
+        let key = (group.to_string(), tp.clone());
+        if let Some(h) = self.share.borrow().parts.get(&key) {
+            return Ok(Some(h.sp.start));
+        }
+        let log = self.led(tp)?;
+        if !path_for(log.dir(), group).exists() {
+            return Ok(None);
+        }
+        self.share_load(group, tp)?;
+        Ok(self.share.borrow().parts.get(&key).map(|h| h.sp.start))
+    }
+
+    fn share_reset_local(
+        &self,
+        group: &str,
+        tp: &TopicPartition,
+        offset: Option<i64>,
+    ) -> ErrorCode {
+        let log = match self.led(tp) {
+            Ok(log) => log,
+            Err(e) => return e,
+        };
+        let key = (group.to_string(), tp.clone());
+        let path = path_for(log.dir(), group);
+        self.share.borrow_mut().parts.remove(&key);
+        let result = match offset {
+            None => match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+            Some(o) => {
+                let o = o.clamp(log.log_start().0, log.log_end().0);
+                ShareFile::create(&path, &SharePartition::starting_at(o)).map(|_| ())
+            }
+        };
+        match result {
+            Ok(()) => ErrorCode::None,
+            Err(e) => {
+                warn!(group, topic = %tp.0, partition = tp.1, error = %e, "share state not reset");
+                ErrorCode::KafkaStorageError
             }
         }
     }

@@ -25,7 +25,8 @@
 //! | OffsetCommit | READ group; READ topic |
 //! | OffsetFetch | DESCRIBE group; DESCRIBE topic |
 //! | OffsetDelete | DELETE group; READ topic |
-//! | DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe / DeleteGroups | DESCRIBE / DELETE group |
+//! | DescribeGroups, ConsumerGroupDescribe, ShareGroupDescribe, DescribeShareGroupOffsets / DeleteGroups, DeleteShareGroupOffsets | DESCRIBE / DELETE group |
+//! | AlterShareGroupOffsets | READ group |
 //! | ListGroups | DESCRIBE cluster, or each group's DESCRIBE |
 //! | FindCoordinator | DESCRIBE group or transactional id |
 //! | InitProducerId | WRITE transactional id; without one IDEMPOTENT_WRITE cluster or WRITE on some topic |

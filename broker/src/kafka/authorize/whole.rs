@@ -304,6 +304,39 @@ pub fn check(checker: &Checker, version: i16, request: &RequestKind) -> Option<V
             r.error_code = g;
             refuse(ResponseKind::ShareAcknowledge(r))
         }
+        RequestKind::DescribeShareGroupOffsets(req)
+            if req
+                .groups
+                .iter()
+                .any(|g| !group(checker, Operation::Describe, &g.group_id)) =>
+        {
+            let mut r = DescribeShareGroupOffsetsResponse::default();
+            r.groups = req
+                .groups
+                .iter()
+                .map(|x| {
+                    let mut y = describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup::default();
+                    y.group_id = x.group_id.clone();
+                    y.error_code = g;
+                    y
+                })
+                .collect();
+            refuse(ResponseKind::DescribeShareGroupOffsets(r))
+        }
+        RequestKind::AlterShareGroupOffsets(req)
+            if !group(checker, Operation::Read, &req.group_id) =>
+        {
+            let mut r = AlterShareGroupOffsetsResponse::default();
+            r.error_code = g;
+            refuse(ResponseKind::AlterShareGroupOffsets(r))
+        }
+        RequestKind::DeleteShareGroupOffsets(req)
+            if !group(checker, Operation::Delete, &req.group_id) =>
+        {
+            let mut r = DeleteShareGroupOffsetsResponse::default();
+            r.error_code = g;
+            refuse(ResponseKind::DeleteShareGroupOffsets(r))
+        }
         RequestKind::LeaveGroup(req) if !group(checker, Operation::Read, &req.group_id) => {
             let mut r = LeaveGroupResponse::default();
             r.error_code = g;
