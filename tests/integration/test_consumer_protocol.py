@@ -275,3 +275,45 @@ def test_an_empty_classic_group_converts_and_keeps_its_offsets(make_broker, tmp_
     finally:
         m.stop()
         m.proc.wait(timeout=30)
+
+
+@pytest.mark.skipif(not have_java, reason="java or the Kafka jars are missing")
+def test_java_regex_subscription_is_resolved_by_the_broker(make_broker):
+    """`subscribe(SubscriptionPattern)` (KIP-848's SubscribedTopicRegex): the broker resolves
+    the pattern, follows a matching topic created later; the client learns assigned topics by
+    id (Metadata v12 with topic ids and empty names)."""
+    broker = make_broker(config=CONFIG).start()
+    r = subprocess.run(["java", "-cp", CP, os.path.join(ROOT, "tests", "java", "RegexSubscription.java"),
+                        broker.bootstrap], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "regex: OK 15" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def test_librdkafka_regex_subscription_is_resolved_by_the_broker(make_broker):
+    from confluent_kafka import Consumer
+    broker = make_broker(config=CONFIG).start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic("rx-orders-eu", 2, 1), NewTopic("rx-payments", 1, 1)]).values():
+        f.result(30)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        p.produce("rx-orders-eu", f"e{i}".encode())
+        p.produce("rx-payments", f"p{i}".encode())
+    p.flush(30)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "rx", "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest"})
+    c.subscribe(["^rx-orders-.*"])
+    seen, created, end = set(), False, time.time() + 60
+    try:
+        while time.time() < end and len(seen) < 15:
+            for m in c.consume(100, 0.2):
+                if not m.error():
+                    seen.add((m.topic(), m.value().decode()))
+            if not created and len(seen) >= 10:
+                created = True
+                admin.create_topics([NewTopic("rx-orders-us", 1, 1)])["rx-orders-us"].result(30)
+                for i in range(5):
+                    p.produce("rx-orders-us", f"u{i}".encode())
+                p.flush(30)
+    finally:
+        c.close()
+    assert len(seen) == 15 and not any(t == "rx-payments" for t, _ in seen), sorted(seen)

@@ -64,8 +64,11 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
             Some(
                 t.into_iter()
                     .filter_map(|t| match t.name {
-                        Some(n) => Some(n.0.as_str().to_string()),
-                        None => {
+                        // A topic named by id: the Java client sends an empty name with it.
+                        Some(n) if !(n.0.is_empty() && !t.topic_id.is_nil()) => {
+                            Some(n.0.as_str().to_string())
+                        }
+                        _ => {
                             let id = t.topic_id.to_string();
                             let found = catalog
                                 .topics
