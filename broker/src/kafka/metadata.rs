@@ -65,7 +65,7 @@ pub async fn handle(node: &Rc<Node>, req: MetadataRequest, version: i16) -> Meta
                 t.into_iter()
                     .filter_map(|t| match t.name {
                         // A topic named by id: the Java client sends an empty name with it.
-                        Some(n) if !(n.0.is_empty() && !t.topic_id.is_nil()) => {
+                        Some(n) if !n.0.is_empty() || t.topic_id.is_nil() => {
                             Some(n.0.as_str().to_string())
                         }
                         _ => {
