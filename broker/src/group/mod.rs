@@ -491,6 +491,25 @@ impl Coordinator {
         ErrorCode::None
     }
 
+    /// The group a KIP-848 or KIP-932 heartbeat is for: created by a join (epoch 0); missing
+    /// otherwise (a coordinator move forgot it) is UNKNOWN_MEMBER_ID, so the member rejoins.
+    fn group_for_heartbeat<'a>(
+        groups: &'a mut HashMap<String, Group>,
+        group_id: &str,
+        joining: bool,
+        member_id: &str,
+    ) -> Result<&'a mut Group, consumer::HeartbeatResult> {
+        if !joining && !groups.contains_key(group_id) {
+            return Err(consumer::HeartbeatResult::error(
+                ErrorCode::UnknownMemberId,
+                format!("group {group_id} has no member {member_id}"),
+            ));
+        }
+        Ok(groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id)))
+    }
+
     /// A ConsumerGroupHeartbeat (KIP-848). An empty classic group (or a new one) becomes a
     /// consumer group; a classic group with members refuses (GROUP_ID_NOT_FOUND, as Kafka
     /// with `group.consumer.migration.policy=disabled`).
@@ -503,17 +522,11 @@ impl Coordinator {
     ) -> consumer::HeartbeatResult {
         use consumer::HeartbeatResult;
         let joining = hb.member_epoch == 0;
-        if !joining && !self.groups.contains_key(group_id) {
-            // After a coordinator move the group is gone: the member rejoins.
-            return HeartbeatResult::error(
-                ErrorCode::UnknownMemberId,
-                format!("group {group_id} has no member {}", hb.member_id),
-            );
-        }
-        let group = self
-            .groups
-            .entry(group_id.to_string())
-            .or_insert_with(|| Group::new(group_id));
+        let group =
+            match Self::group_for_heartbeat(&mut self.groups, group_id, joining, &hb.member_id) {
+                Ok(g) => g,
+                Err(r) => return r,
+            };
         if group.share.as_ref().is_some_and(|s| !s.members.is_empty()) {
             return HeartbeatResult::error(
                 ErrorCode::GroupIdNotFound,
@@ -561,16 +574,15 @@ impl Coordinator {
         now_ms: i64,
     ) -> consumer::HeartbeatResult {
         use consumer::HeartbeatResult;
-        if hb.member_epoch != 0 && !self.groups.contains_key(group_id) {
-            return HeartbeatResult::error(
-                ErrorCode::UnknownMemberId,
-                format!("group {group_id} has no member {}", hb.member_id),
-            );
-        }
-        let group = self
-            .groups
-            .entry(group_id.to_string())
-            .or_insert_with(|| Group::new(group_id));
+        let group = match Self::group_for_heartbeat(
+            &mut self.groups,
+            group_id,
+            hb.member_epoch == 0,
+            &hb.member_id,
+        ) {
+            Ok(g) => g,
+            Err(r) => return r,
+        };
         if group.share.is_none() {
             if !group.is_empty() {
                 return HeartbeatResult::error(

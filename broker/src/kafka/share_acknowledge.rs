@@ -147,14 +147,11 @@ pub async fn handle(node: &Rc<Node>, req: ShareAcknowledgeRequest) -> ShareAckno
         return r;
     }
     let view = super::consumer_group_heartbeat::topics_view(node);
+    let names = super::consumer_group_heartbeat::topic_names(node);
     let mut acks: AckBatches = Vec::new();
     let mut unknown = Vec::new();
     for t in &req.topics {
-        let name = view
-            .by_name
-            .iter()
-            .find(|(_, (id, _))| *id == t.topic_id)
-            .map(|(n, _)| n.clone());
+        let name = names.get(&t.topic_id).cloned();
         for p in &t.partitions {
             match &name {
                 Some(n) => acks.push((

@@ -116,15 +116,8 @@ pub async fn handle(node: &Rc<Node>, req: ShareFetchRequest) -> ShareFetchRespon
         SessionStep::Closed => vec![],
         SessionStep::Open(partitions) => partitions,
     };
-    let lock_ms = node
-        .catalog()
-        .group_configs
-        .get(&group)
-        .map(|c| crate::dynamic_configs::group_value(Some(c), "share.record.lock.duration.ms"))
-        .unwrap_or_else(|| {
-            crate::dynamic_configs::group_value(None, "share.record.lock.duration.ms")
-        });
-    r.acquisition_lock_timeout_ms = lock_ms.parse().unwrap_or(30_000);
+    let lock_ms = node.share_limits(&group).0.lock_ms;
+    r.acquisition_lock_timeout_ms = i32::try_from(lock_ms).unwrap_or(i32::MAX);
     if !partitions.is_empty() {
         fetch_into(node, &req, &group, &member, &partitions, &id_of, &mut out).await;
     }

@@ -112,7 +112,7 @@ impl Node {
     }
 
     /// The group's share settings (group configs, Kafka's defaults).
-    fn share_limits(&self, group: &str) -> (Limits, bool) {
+    pub(crate) fn share_limits(&self, group: &str) -> (Limits, bool) {
         let catalog = self.catalog();
         let configs = catalog.group_configs.get(group);
         let num = |name: &str, default: i64| {

@@ -46,15 +46,6 @@ pub struct TopicsView {
     pub by_name: BTreeMap<String, (TopicId, i32)>,
 }
 
-impl TopicsView {
-    pub fn name_of(&self, id: &TopicId) -> Option<&str> {
-        self.by_name
-            .iter()
-            .find(|(_, (tid, _))| tid == id)
-            .map(|(n, _)| n.as_str())
-    }
-}
-
 /// Broker settings, with Kafka's names.
 #[derive(Clone, Debug)]
 pub struct Settings {

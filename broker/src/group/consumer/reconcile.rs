@@ -17,17 +17,6 @@ pub enum MemberState {
     UnreleasedPartitions,
 }
 
-impl MemberState {
-    /// Kafka's names (ConsumerGroupDescribe does not send them; logs do).
-    pub fn name(self) -> &'static str {
-        match self {
-            MemberState::Stable => "stable",
-            MemberState::UnrevokedPartitions => "unrevoked_partitions",
-            MemberState::UnreleasedPartitions => "unreleased_partitions",
-        }
-    }
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub struct Next {
     pub state: MemberState,
