@@ -206,6 +206,36 @@ fn node_cpus(spec: Option<&str>, nodes: u32) -> io::Result<Vec<Option<Vec<usize>
     }
 }
 
+/// Whether nodes of `cores` shards each on `node_cpus` share cores (so must not pin or poll:
+/// `overprovisioned`): two nodes with overlapping lists, a node with fewer cores than
+/// shards, or several nodes with no lists (each would pin to the same first cores).
+fn overprovisioned(node_cpus: &[Option<Vec<usize>>], cores: usize) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    let mut unconfined = 0;
+    for cpus in node_cpus {
+        match cpus {
+            None => unconfined += 1,
+            Some(list) => {
+                let mut distinct = std::collections::HashSet::new();
+                for c in list {
+                    distinct.insert(*c);
+                    if !seen.insert(*c) {
+                        return true;
+                    }
+                }
+                if distinct.len() < cores {
+                    return true;
+                }
+            }
+        }
+    }
+    if unconfined > 0 {
+        let allowed = strand_tuning::cpus::allowed().len();
+        return node_cpus.len() > 1 || cores > allowed;
+    }
+    false
+}
+
 pub fn start(dir: &Path, nodes: u32, cores: usize, cpus: Option<&str>) -> ExitCode {
     match run(dir, nodes, cores, cpus) {
         Ok(()) => ExitCode::SUCCESS,
@@ -224,6 +254,13 @@ fn run(dir: &Path, nodes: u32, cores: usize, cpus: Option<&str>) -> io::Result<(
         ));
     }
     let node_cpus = node_cpus(cpus, nodes)?;
+    let overprovisioned = overprovisioned(&node_cpus, cores);
+    if overprovisioned {
+        println!(
+            "nodes share cores: started overprovisioned (no pinning, no polling; \
+             give each node its own cores with --node-cpus to pin them)"
+        );
+    }
     let set = block_stop_signals()?;
     let dir = std::path::absolute(dir)?;
     let configs = prepare(&dir, nodes, cores)?;
@@ -242,10 +279,11 @@ fn run(dir: &Path, nodes: u32, cores: usize, cpus: Option<&str>) -> io::Result<(
             .append(true)
             .open(dir.join(format!("node-{n}/strand.log")))?;
         let mut cmd = Command::new(&exe);
-        cmd.arg("serve")
-            .arg("--config")
-            .arg(config)
-            .stdin(Stdio::null())
+        cmd.arg("serve").arg("--config").arg(config);
+        if overprovisioned {
+            cmd.arg("--overprovisioned");
+        }
+        cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
         if let Some(cpus) = cpus {
@@ -339,7 +377,20 @@ fn reap() {
 
 #[cfg(test)]
 mod tests {
-    use super::node_cpus;
+    use super::{node_cpus, overprovisioned};
+
+    #[test]
+    fn nodes_sharing_cores_are_overprovisioned() {
+        let list = |v: &[usize]| Some(v.to_vec());
+        // Disjoint lists with a core per shard: pinned.
+        assert!(!overprovisioned(&[list(&[0]), list(&[1]), list(&[2])], 1));
+        assert!(!overprovisioned(&[list(&[0, 1]), list(&[2, 3])], 2));
+        // One core for all three (the bench on a 2-core host), or too few cores per node.
+        assert!(overprovisioned(&[list(&[0]), list(&[0]), list(&[0])], 1));
+        assert!(overprovisioned(&[list(&[0]), list(&[1])], 2));
+        // No lists: several nodes would pin to the same first cores.
+        assert!(overprovisioned(&[None, None, None], 1));
+    }
 
     #[test]
     fn node_cpus_are_one_list_per_node_or_one_for_all() {

@@ -101,6 +101,10 @@ struct ServeArgs {
     /// io-properties file from `strand iotune` [default: <data-dir>/io-properties.toml if present].
     #[arg(long, env = "STRAND_IO_PROPERTIES")]
     io_properties: Option<PathBuf>,
+    /// The cores are shared with other busy processes (several nodes on one host): shards
+    /// neither pin nor poll (Redpanda's `--overprovisioned`; the `overprovisioned` setting).
+    #[arg(long)]
+    overprovisioned: bool,
 }
 
 #[derive(clap::Args)]
@@ -237,6 +241,9 @@ fn serve(args: ServeArgs) -> ExitCode {
     }
     if args.io_properties.is_some() {
         config.io_properties_file = args.io_properties;
+    }
+    if args.overprovisioned {
+        config.overprovisioned = true;
     }
     if let Err(e) = config.validate() {
         eprintln!("strand: {e}");

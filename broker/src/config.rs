@@ -103,6 +103,12 @@ pub struct BrokerConfig {
     /// `idle.poll.time.us` (Seastar's and Redpanda's `--idle-poll-time-us`): a pinned shard
     /// with nothing to do polls this long before it sleeps; 0 sleeps at once.
     pub idle_poll_time_us: u64,
+    /// `overprovisioned` (Redpanda's `--overprovisioned`): this process shares its cores with
+    /// other busy processes (several nodes on one host, a laptop, CI), so shards neither pin
+    /// to cores nor poll (no idle polling, no polled disk I/O): a polling shard would take
+    /// the core from the processes it shares it with. `strand cluster start` sets it when
+    /// its nodes outnumber the cores they may use.
+    pub overprovisioned: bool,
     /// Where `serve` writes its process id at start (`pid.file`; Redpanda's `pid_file`).
     pub pid_file: Option<PathBuf>,
     /// Cluster mode (`node.id` and friends, `cluster_config`); `None`: a single node.
@@ -168,6 +174,7 @@ impl Default for BrokerConfig {
             offsets_topic_segment_bytes: 100 << 20,
             io_properties_file: None,
             idle_poll_time_us: IDLE_POLL_TIME_US_DEFAULT,
+            overprovisioned: false,
             pid_file: None,
             cluster: None,
             security: Default::default(),
@@ -294,6 +301,7 @@ pub struct FileConfig {
     pub io_properties_file: Option<PathBuf>,
     #[serde(rename = "idle.poll.time.us")]
     pub idle_poll_time_us: Option<u64>,
+    pub overprovisioned: Option<bool>,
     #[serde(rename = "pid.file")]
     pub pid_file: Option<PathBuf>,
     #[serde(rename = "node.id")]
@@ -400,6 +408,7 @@ impl BrokerConfig {
         }
         set!(self.listen, f.listen);
         set!(self.idle_poll_time_us, f.idle_poll_time_us);
+        set!(self.overprovisioned, f.overprovisioned);
         set!(self.data_dir, f.data_dir);
         if f.cores.is_some() {
             self.cores = f.cores;

@@ -201,7 +201,10 @@ pub fn serve(config: BrokerConfig) -> io::Result<()> {
     let idle_poll = std::time::Duration::from_micros(config.idle_poll_time_us);
     run_shards(
         shards,
-        idle_poll,
+        crate::runtime::shard::Polling {
+            idle_poll,
+            overprovisioned: config.overprovisioned,
+        },
         Arc::new(config),
         move |id, _n, _config| {
             let shared = Arc::clone(&shared);

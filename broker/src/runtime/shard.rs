@@ -30,13 +30,25 @@ pub fn shard_count(cores: Option<usize>) -> usize {
     cores.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// Starts `n` executors, one per shard, pinned to the first `n` cores the process may use,
-/// each running `shard_main(id, n, config)`, and waits for all of them. A pinned shard with
-/// nothing to run polls for `idle_poll` before it sleeps (Seastar's `--idle-poll-time-us`):
-/// a wake-up from sleep costs the host's scheduling latency, a poll does not.
+/// How shards may use their cores.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Polling {
+    /// A pinned shard with nothing to run polls this long before it sleeps (Seastar's
+    /// `--idle-poll-time-us`): a wake-up from sleep costs the host's scheduling latency, a
+    /// poll does not.
+    pub idle_poll: Duration,
+    /// The cores are shared with other busy processes (`overprovisioned`): no pinning, no
+    /// idle polling and no polled disk I/O (glommio's poll ring spins while a request is in
+    /// flight).
+    pub overprovisioned: bool,
+}
+
+/// Starts `n` executors, one per shard, pinned to the first `n` cores the process may use
+/// (unless overprovisioned), each running `shard_main(id, n, config)`, and waits for all of
+/// them.
 pub fn run_shards<C, F, Fut>(
     n: usize,
-    idle_poll: Duration,
+    polling: Polling,
     config: Arc<C>,
     shard_main: F,
 ) -> io::Result<()>
@@ -47,20 +59,23 @@ where
 {
     // The cores this process may use (`taskset -c 4-7 strand serve` pins shards to 4-7).
     let cpus = strand_tuning::cpus::allowed();
+    if polling.overprovisioned {
+        glommio::set_iopoll_enabled(false);
+    }
     let mut handles = Vec::with_capacity(n);
     for id in 0..n {
         let cfg = Arc::clone(&config);
         let f = shard_main.clone();
         // Pin when there is a core per shard; oversubscribed (tests) shards float.
-        let placement = if n <= cpus.len() {
+        let placement = if n <= cpus.len() && !polling.overprovisioned {
             Placement::Fixed(cpus[id])
         } else {
             Placement::Unbound
         };
         let mut builder = LocalExecutorBuilder::new(placement);
-        if !idle_poll.is_zero() {
+        if !polling.idle_poll.is_zero() && !polling.overprovisioned {
             // glommio ignores it for an unpinned executor (it would steal a shared core).
-            builder = builder.spin_before_park(idle_poll);
+            builder = builder.spin_before_park(polling.idle_poll);
         }
         let handle = builder
             .name(&format!("strand-shard-{id}"))

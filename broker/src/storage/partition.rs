@@ -752,15 +752,37 @@ impl PartitionLog {
         result
     }
 
-    /// Background task: every `flush.ms`, make appended data durable.
+    /// Background task: `flush.ms` after an append, make appended data durable. A log with
+    /// nothing to sync waits for its next append (an idle partition costs no wake-ups; the
+    /// wait is bounded so the task of a dropped log ends).
     fn spawn_flusher(&self) {
         let weak = Rc::downgrade(&self.inner);
         glommio::spawn_local(async move {
             loop {
-                let flush_ms = match weak.upgrade() {
-                    Some(inner) => inner.state.borrow().log.config().flush_ms.max(1),
+                let (flush_ms, idle) = match weak.upgrade() {
+                    Some(inner) => {
+                        let listener = inner.appended.listen();
+                        let st = inner.state.borrow();
+                        if st.closed {
+                            return;
+                        }
+                        let clean = st.durable >= st.log.log_end();
+                        (st.log.config().flush_ms.max(1), clean.then_some(listener))
+                    }
                     None => return,
                 };
+                if let Some(appended) = idle {
+                    futures_lite::future::or(
+                        async {
+                            appended.await;
+                        },
+                        glommio::timer::sleep(Duration::from_millis(
+                            crate::limits::FLUSHER_IDLE_RECHECK_MS,
+                        )),
+                    )
+                    .await;
+                    continue;
+                }
                 glommio::timer::sleep(Duration::from_millis(flush_ms)).await;
                 let Some(inner) = weak.upgrade() else { return };
                 let p = PartitionLog { inner };
