@@ -227,14 +227,15 @@ impl Node {
                 }
             };
             rotation = rotation.wrapping_add(1);
-            // A fetch offset acknowledges everything below it: only written offsets may be
-            // acknowledged (a tail left by a failed append, or by this node's own leadership
-            // just ended, is written first; a partition that cannot be is left out a while).
+            // A fetch offset acknowledges everything below it: only synced offsets (written
+            // ones under write caching) may be acknowledged (a tail left by a failed append,
+            // or by this node's own leadership just ended, is synced first; a partition that
+            // cannot be is left out a while).
             let mut ready = Vec::with_capacity(asked.len());
             for a in asked {
-                if a.log.written_offset().0 < a.offset {
-                    if let Err(e) = a.log.write_out_to(Offset(a.offset)).await {
-                        debug!(topic = %a.tp.0, partition = a.tp.1, error = %e, "not written: not asked for");
+                if self.replicated_end(&a.tp, &a.log) < a.offset {
+                    if let Err(e) = self.make_replicated(&a.tp, &a.log, Offset(a.offset)).await {
+                        debug!(topic = %a.tp.0, partition = a.tp.1, error = %e, "not synced: not asked for");
                         self.delay(&a, true);
                         continue;
                     }
@@ -553,9 +554,12 @@ impl Node {
                 .map_err(|e| e.to_string())?;
         }
         if !batches.is_empty() {
-            // The next fetch acknowledges what this one brought: only once it is written
-            // (it then outlives this process; `storage/partition/written.rs`).
-            log.write_out_to(log.log_end())
+            // The next fetch acknowledges what this one brought: only once it is synced (it
+            // then outlives a power cut), or written under write caching (it outlives this
+            // process; `storage/partition/written.rs`). Sync rounds are shared: the
+            // partitions of one answer are applied concurrently, and each log's appends
+            // since its last round share one fdatasync.
+            self.make_replicated(tp, log, log.log_end())
                 .await
                 .map_err(|e| e.to_string())?;
         }

@@ -60,7 +60,7 @@ impl Node {
             let written_ok = led
                 .core
                 .written_end()
-                .is_none_or(|w| w <= log.written_offset().0);
+                .is_none_or(|w| w <= self.replicated_end(tp, log));
             if led.leader_epoch == p.leader_epoch
                 && led.core.log_end() <= log.log_end().0
                 && written_ok
@@ -118,7 +118,7 @@ impl Node {
             .map(|led| {
                 // `written` first: told the log end alone, a core counts its leader at the
                 // log end, unwritten tail and all, and the watermark never goes back.
-                let mut effects = led.core.written(log.written_offset().0);
+                let mut effects = led.core.written(self.replicated_end(tp, log));
                 effects.extend(led.core.appended(log_end, None));
                 effects
             })
@@ -202,7 +202,7 @@ impl Node {
                 return log.log_end().0;
             };
             let mut effects = led.core.appended(log.log_end().0, None);
-            effects.extend(led.core.written(log.written_offset().0));
+            effects.extend(led.core.written(self.replicated_end(tp, log)));
             effects.extend(led.core.fetched(replica, offset, now_ms, eligible));
             (effects, led.core.high_watermark())
         };
@@ -258,7 +258,7 @@ impl Node {
             return;
         }
         let effects = match self.leaders.borrow_mut().get_mut(tp) {
-            Some(led) => led.core.written(log.written_offset().0),
+            Some(led) => led.core.written(self.replicated_end(tp, log)),
             None => return,
         };
         self.carry_out(tp, effects);
