@@ -318,6 +318,20 @@ pub fn start_strand_cluster(
     Ok((s, admin))
 }
 
+/// The node processes of a cluster [`start_strand_cluster`] started in `dir` (their pid files;
+/// a node whose file cannot be read is left out).
+pub fn strand_cluster_pids(dir: &Path, nodes: u32) -> Vec<u32> {
+    (1..=nodes)
+        .filter_map(|n| {
+            std::fs::read_to_string(dir.join(format!("cluster/node-{n}/pid")))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
 /// The command that fetches Kafka's jars into `libs`.
 pub fn kafka_fetch_command(libs: &Path) -> String {
     format!(

@@ -252,6 +252,7 @@ fn strand_target(
     dir: &Path,
     label: &str,
 ) -> Result<(Target, Option<Spawned>), String> {
+    let mut pids = Vec::new();
     let (bootstrap, broker, admin, spawned) = match &c.bootstrap {
         Some(b) => (
             b.clone(),
@@ -272,6 +273,7 @@ fn strand_target(
                 c.broker_cores,
                 c.placement.broker.as_deref(),
             )?;
+            pids = brokers::strand_cluster_pids(dir, c.nodes);
             (s.bootstrap.clone(), s.description.clone(), admin, Some(s))
         }
         None => {
@@ -284,6 +286,7 @@ fn strand_target(
                 &[("admin.listen", format!("{admin:?}"))],
                 c.placement.broker.as_deref(),
             )?;
+            pids = vec![s.pid()];
             (
                 s.bootstrap.clone(),
                 s.description.clone(),
@@ -303,6 +306,7 @@ fn strand_target(
         topic_configs: Vec::new(),
         admin,
         client_props,
+        broker_pids: pids,
     };
     Ok((t, spawned))
 }
@@ -374,6 +378,12 @@ fn run_one(w: &Workload, t: &Target) -> Result<RunResult, String> {
     let r = run::run(w, t, &Progress::default())?;
     if r.warmup_settled.is_some() {
         println!("warm-up: {}", warmup_taken(&r));
+    }
+    if let (Some(cpu_s), Some(per_mb)) = (r.broker_cpu_s, r.broker_cpu_ms_per_mb()) {
+        println!(
+            "broker CPU during the measured window: {cpu_s:.2} s ({:.0}% of a core), {per_mb:.1} ms per MB acknowledged",
+            100.0 * cpu_s / r.summary.duration_s.max(1e-9)
+        );
     }
     if let Some(steal) = r.steal_pct {
         println!("cpu steal during the measured window: {steal:.1}% (time the hypervisor gave to other guests)");
@@ -579,6 +589,7 @@ fn compare_brokers(
                 topic_configs: Vec::new(),
                 admin: None,
                 client_props: c.client_props()?,
+                broker_pids: Vec::new(),
             },
             Vec::new(),
         ),
@@ -602,6 +613,7 @@ fn compare_brokers(
                     topic_configs: Vec::new(),
                     admin: None,
                     client_props: Vec::new(),
+                    broker_pids: k.iter().map(|s| s.pid()).collect(),
                 },
                 k,
             )

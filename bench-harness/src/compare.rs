@@ -108,6 +108,15 @@ pub fn ratio_table(a: &RunResult, b: &RunResult) -> String {
             (!hb.is_empty()).then(|| hb.max() as f64 / 1000.0),
         ));
     }
+    // What each acknowledged MB cost the brokers (every node): shown for every run that
+    // started its brokers.
+    if a.broker_cpu_s.is_some() || b.broker_cpu_s.is_some() {
+        rows.push((
+            "broker CPU per MB (ms)".into(),
+            a.broker_cpu_ms_per_mb(),
+            b.broker_cpu_ms_per_mb(),
+        ));
+    }
     let mut s = format!(
         "{:<26} {:>12} {:>12} {:>10}\n",
         "metric",
@@ -165,6 +174,7 @@ mod tests {
             warmup_taken_s: 0.0,
             warmup_settled: None,
             steal_pct: None,
+            broker_cpu_s: Some(1.5),
         }
     }
 
@@ -186,6 +196,10 @@ mod tests {
             .find(|l| l.starts_with("end-to-end p50"))
             .expect("row");
         assert!(e2e.ends_with('-'), "no consumers, no ratio: {e2e}");
+        assert!(
+            t.lines().any(|l| l.starts_with("broker CPU per MB (ms)")),
+            "{t}"
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! The storage benchmark of issue 2 lives with the storage code it measures, as the
 //! `strand-storage-bench` binary of `strand-broker`.
 
+pub mod broker_cpu;
 pub mod brokers;
 pub mod cli;
 pub mod compare;

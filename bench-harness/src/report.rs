@@ -204,6 +204,8 @@ pub fn run_json(run: &RunResult) -> Result<Value, String> {
         "warmup_taken_s": run.warmup_taken_s,
         "warmup_settled": run.warmup_settled,
         "host_steal_pct": run.steal_pct,
+        "broker_cpu_s": run.broker_cpu_s,
+        "broker_cpu_ms_per_mb": run.broker_cpu_ms_per_mb(),
         "summary": {
             "duration_s": s.duration_s,
             "records_sent": c.sent,
@@ -317,6 +319,7 @@ mod tests {
             warmup_taken_s: 0.0,
             warmup_settled: None,
             steal_pct: None,
+            broker_cpu_s: None,
         }
     }
 

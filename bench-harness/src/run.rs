@@ -37,6 +37,9 @@ pub struct Target {
     /// Client settings by Kafka's names (`security.protocol`, `sasl.*`, `ssl.*`), for every
     /// connection the bench makes to this target.
     pub client_props: Vec<(String, String)>,
+    /// The broker processes the bench started (every node), whose CPU time it reports;
+    /// empty for a broker given with `--bootstrap`.
+    pub broker_pids: Vec<u32>,
 }
 
 /// What a run measured.
@@ -61,6 +64,17 @@ pub struct RunResult {
     /// `steal` column of /proc/stat, over all CPUs), in percent; `None` where not readable.
     /// A VM's tail latencies move with it.
     pub steal_pct: Option<f64>,
+    /// The started brokers' CPU time over the measured window (every node, every thread),
+    /// in seconds; `None` for a broker the bench did not start.
+    pub broker_cpu_s: Option<f64>,
+}
+
+impl RunResult {
+    /// Milliseconds of broker CPU per MiB acknowledged in the measured window.
+    pub fn broker_cpu_ms_per_mb(&self) -> Option<f64> {
+        let acked_bytes = self.summary.counts.acked * self.workload.message_size_bytes as u64;
+        crate::broker_cpu::ms_per_mb(self.broker_cpu_s?, acked_bytes)
+    }
 }
 
 /// (steal, total) jiffies of all CPUs from /proc/stat.
@@ -330,6 +344,7 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
     let mut stages_reset = false;
     let mut broker_stages = Vec::new();
     let (mut ticks_at_start, mut ticks_at_end) = (None, None);
+    let (mut cpu_at_start, mut cpu_at_end) = (None, None);
     // One emptied pair of histograms per recorder, swapped in at each drain.
     let mut spares: Vec<Option<crate::measure::Pair>> = workers
         .recorders
@@ -372,6 +387,7 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
         if !stages_reset && now_s >= warmup_end - 1e-6 {
             stages_reset = true;
             ticks_at_start = cpu_ticks();
+            cpu_at_start = crate::broker_cpu::cpu_seconds(&target.broker_pids);
             if let Some(admin) = &target.admin {
                 if let Err(e) = crate::stages::fetch(admin, true) {
                     eprintln!("broker stages off: {e}");
@@ -413,6 +429,7 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
                 None => Vec::new(),
             };
             ticks_at_end = cpu_ticks();
+            cpu_at_end = crate::broker_cpu::cpu_seconds(&target.broker_pids);
             ctl.stop.store(true, Ordering::SeqCst);
             stopped_at = Some(Instant::now());
         }
@@ -456,6 +473,9 @@ fn drive(plan: &Plan, target: &Target, progress: &Progress) -> Result<RunResult,
         warmup_taken_s: warmup.end_s,
         warmup_settled: warmup.settled,
         steal_pct: steal_pct(ticks_at_start, ticks_at_end),
+        broker_cpu_s: cpu_at_start
+            .zip(cpu_at_end)
+            .map(|(a, b): (f64, f64)| (b - a).max(0.0)),
     })
 }
 

@@ -141,8 +141,12 @@ def test_compare_brokers_strand_vs_kafka_three_nodes_each(tmp_path):
                "3s", "--warmup", "1s", "--rate", "2000", "--acks", "all", "--out",
                str(tmp_path)], cwd=tmp_path, timeout=400)
     assert re.search(r"^send rate \(msg/s\)\s+[\d.]+\s+[\d.]+\s+[\d.]+x$", p.stdout, re.M), p.stdout
+    # What each acknowledged MB cost the brokers (all three nodes of each), side by side.
+    cpu = re.search(r"^broker CPU per MB \(ms\)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+x$", p.stdout, re.M)
+    assert cpu and float(cpu.group(1)) > 0 and float(cpu.group(2)) > 0, p.stdout
     doc, page, _ = reports(p.stdout, tmp_path)
     strand, kafka = doc["runs"]
+    assert strand["broker_cpu_ms_per_mb"] > 0 and kafka["broker_cpu_ms_per_mb"] > 0
     assert (strand["label"], kafka["label"]) == ("strand", "kafka")
     assert "apache-kafka 4." in kafka["broker"] and "3 nodes" in kafka["broker"], kafka["broker"]
     assert "3 nodes" in strand["broker"], strand["broker"]
