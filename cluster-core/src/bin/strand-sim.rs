@@ -1,8 +1,12 @@
 //! `strand-sim`: runs the deterministic simulation of replication (#19) over many seeds.
 //!
 //! ```text
-//! strand-sim [--seeds N] [--from S] [--threads T] [--weaken acks1|ack-unwritten|unclean]
+//! strand-sim [--seeds N] [--from S] [--threads T] [--weaken W] [--power-cuts]
 //! strand-sim --seed S [--trace]      one seed; --trace prints its last events on a violation
+//!
+//! W, a safeguard switched off: acks1, ack-unwritten, followers-dont-sync, unclean,
+//! open-as-refused, truncate-to-hw. --power-cuts: half of the faults whole-cluster power
+//! cuts (`FaultMix::PowerCuts`, as the test of followers-dont-sync runs).
 //! ```
 //! Exits 1 on the first seed that breaks an invariant (its number, what broke and the events
 //! before it: rerun it with `--seed`), else prints the totals.
@@ -11,13 +15,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use strand_cluster_core::dsim::{run, run_traced, SimConfig, Stats, Weakness};
+use strand_cluster_core::dsim::{run, run_traced, FaultMix, SimConfig, Stats, Weakness};
 
 struct Args {
     seeds: u64,
     from: u64,
     threads: u64,
     weakness: Option<Weakness>,
+    faults: FaultMix,
     one: Option<u64>,
     trace: bool,
 }
@@ -28,6 +33,7 @@ fn parse() -> Result<Args, String> {
         from: 0,
         threads: 2,
         weakness: None,
+        faults: FaultMix::Mixed,
         one: None,
         trace: false,
     };
@@ -42,9 +48,11 @@ fn parse() -> Result<Args, String> {
             "--seed" => a.one = Some(number(value()?)?),
             "--trace" => a.trace = true,
             "--weaken" => a.weakness = Some(value()?.parse()?),
+            "--power-cuts" => a.faults = FaultMix::PowerCuts,
             "-h" | "--help" => {
                 return Err("usage: strand-sim [--seeds N] [--from S] [--threads T] \
-                            [--weaken acks1|ack-unwritten|unclean] | --seed S"
+                            [--weaken acks1|ack-unwritten|followers-dont-sync|unclean|\
+                            open-as-refused|truncate-to-hw] [--power-cuts] | --seed S [--trace]"
                     .into())
             }
             other => return Err(format!("unknown argument {other:?}")),
@@ -53,9 +61,10 @@ fn parse() -> Result<Args, String> {
     Ok(a)
 }
 
-fn config(seed: u64, weakness: Option<Weakness>) -> SimConfig {
+fn config(seed: u64, a: &Args) -> SimConfig {
     SimConfig {
-        weakness,
+        weakness: a.weakness,
+        faults: a.faults,
         ..SimConfig::for_seed(seed)
     }
 }
@@ -72,7 +81,7 @@ fn main() {
     // failure; the default hook's message would only repeat it.
     std::panic::set_hook(Box::new(|_| {}));
     if let (Some(seed), true) = (args.one, args.trace) {
-        let (o, trace) = run_traced(seed, &config(seed, args.weakness));
+        let (o, trace) = run_traced(seed, &config(seed, &args));
         for line in &trace {
             println!("{line}");
         }
@@ -102,7 +111,7 @@ fn main() {
                 if seed >= from + count || stop.load(Ordering::Relaxed) {
                     return;
                 }
-                let o = run(seed, &config(seed, args.weakness));
+                let o = run(seed, &config(seed, &args));
                 if let Some(v) = o.violation {
                     stop.store(true, Ordering::Relaxed);
                     let mut f = failed.lock().unwrap_or_else(|e| e.into_inner());
@@ -142,7 +151,7 @@ fn main() {
     println!(
         "{n} seeds from {from}, 0 violations, {secs:.0} s: {} events, {} produce requests \
          ({} acknowledged, {} refused), {} leaderships, {} truncations, {} messages ({} lost \
-         or cut, {} duplicated)",
+         or cut, {} duplicated), {} written records lost unsynced to power cuts",
         t.events,
         t.produced,
         t.acked,
@@ -151,7 +160,8 @@ fn main() {
         t.truncations,
         t.messages,
         t.dropped,
-        t.duplicated
+        t.duplicated,
+        t.unsynced_lost
     );
     let faults: Vec<String> = t.faults.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!("faults: {}", faults.join(", "));

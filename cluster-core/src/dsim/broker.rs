@@ -1,6 +1,11 @@
 //! One simulated broker: its log on a simulated disk, the metadata image it applied, and its
 //! part in the partition — leader (driving the real [`PartitionLeader`]) or follower (the
 //! fetch loop of `broker/src/node/replica_fetcher.rs`).
+//!
+//! A replica counts a record toward the high watermark once it is synced (fdatasynced) on
+//! its disk (`broker/src/node/leader_written.rs`): the leader tells its core its synced end,
+//! and a follower fetches again (its fetch offset acknowledges everything below it) only once
+//! what it appended is synced, syncing an unsynced tail first.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,12 +22,18 @@ use crate::records::{NodeId, TopicId, NO_LEADER};
 use crate::replication::epoch_cache::{truncation, EpochCache};
 use crate::replication::{Effect, PartitionLeader};
 
-/// The log: `(leader epoch, value)` per offset, how much of it is written (outlives a
-/// crash), and the high watermark checkpoint.
+/// The log: `(leader epoch, value)` per offset, on a disk of three levels, `synced <=
+/// written <= len`: appended (`len`: the process's memory only), written (handed to the
+/// device — the page cache or the device's own cache: outlives a kill -9, not a power cut)
+/// and synced (fdatasynced: outlives a power cut).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Disk {
     pub(crate) records: Vec<(i32, u64)>,
     pub(crate) written: i64,
+    pub(crate) synced: i64,
+    /// The fdatasync in flight, if any, and how far it reaches: what was written when it
+    /// started (one at a time; what is written meanwhile waits for the next: group commit).
+    syncing: Option<i64>,
     cache: EpochCache,
 }
 
@@ -39,7 +50,19 @@ impl Disk {
     fn truncate(&mut self, to: i64) {
         self.records.truncate(to.max(0) as usize);
         self.written = self.written.min(self.len());
+        self.synced = self.synced.min(self.len());
+        // A sync in flight covers what was written when it started and is still there, not
+        // what is appended in place of the cut records.
+        self.syncing = self.syncing.map(|upto| upto.min(self.len()));
         self.cache.truncate_from_end(self.len());
+    }
+
+    /// The process is gone: of the log, `kept` offsets are left, all of them on the device
+    /// (what a restart reads back is durable now), and no sync is in flight.
+    fn cut_to(&mut self, kept: i64) {
+        self.truncate(kept);
+        self.written = self.len();
+        self.syncing = None;
     }
 
     fn last_epoch(&self) -> i32 {
@@ -152,14 +175,67 @@ impl Broker {
     }
 
     /// kill -9: memory is gone; of the unwritten tail, the fraction `keep` made it out.
+    /// What was written survives, synced or not (the kernel or the device holds it).
     pub(crate) fn crash(&mut self, keep: f64) {
         let unwritten = self.disk.len() - self.disk.written;
         let kept = self.disk.written + (unwritten as f64 * keep).floor() as i64;
-        self.disk.truncate(kept);
-        self.disk.written = self.disk.len();
+        self.disk.cut_to(kept);
+        self.down();
+    }
+
+    /// A power cut (of this node alone, or of the whole cluster): memory and every volatile
+    /// cache are gone. The log keeps what was synced and, of what was written but not
+    /// synced, the prefix `keep` the device happened to flush (a log's recovery stops at the
+    /// first torn batch: a prefix). After the reboot all of it is synced. Returns how many
+    /// written records were lost.
+    pub(crate) fn power_loss(&mut self, keep: f64) -> i64 {
+        let unsynced = self.disk.written - self.disk.synced;
+        let kept = self.disk.synced + (unsynced as f64 * keep).floor() as i64;
+        let lost = self.disk.written - kept;
+        self.disk.cut_to(kept);
+        self.disk.synced = self.disk.len();
+        self.down();
+        lost
+    }
+
+    fn down(&mut self) {
         self.up = false;
         self.paused_until = None;
         self.role = Role::None;
+    }
+
+    /// How far this replica's log counts toward the high watermark: its synced end, or
+    /// weakened, its written end (the rule before syncing, or `write.caching=true`'s) or its
+    /// log end.
+    fn counted_end(&self) -> i64 {
+        match self.weakness {
+            Some(Weakness::AckUnwritten) => self.disk.len(),
+            Some(Weakness::FollowersDontSync) => self.disk.written,
+            _ => self.disk.synced,
+        }
+    }
+
+    /// Starts an fdatasync of everything written, unless one is in flight (its end starts
+    /// the next) or nothing written is unsynced.
+    fn want_sync(&mut self, out: &mut Vec<Out>) {
+        if self.disk.syncing.is_none() && self.disk.synced < self.disk.written {
+            let upto = self.disk.written;
+            self.disk.syncing = Some(upto);
+            out.push(Out::Sync { upto });
+        }
+    }
+
+    /// A leader tells its core how far its own log counts (unless weakened to count its log
+    /// end, which the core does until told).
+    fn leader_counts(&mut self, now_ms: u64, out: &mut Vec<Out>) {
+        if self.weakness == Some(Weakness::AckUnwritten) {
+            return;
+        }
+        let end = self.counted_end();
+        if let Role::Leader(l) = &mut self.role {
+            let effects = l.core.written(end);
+            self.carry_out(effects, now_ms, out);
+        }
     }
 
     /// A new process over the same disk: a new incarnation, registering afresh.
@@ -320,20 +396,35 @@ impl Broker {
         }
     }
 
-    /// The disk wrote up to `upto` (or less, if the log was cut since).
+    /// The disk wrote up to `upto` (or less, if the log was cut since): sync it.
     pub(crate) fn written(&mut self, upto: i64, now_ms: u64) -> Vec<Out> {
         let mut out = Vec::new();
         self.disk.written = self.disk.written.max(upto.min(self.disk.len()));
-        match &mut self.role {
-            Role::Leader(l) if self.weakness != Some(Weakness::AckUnwritten) => {
-                let effects = l.core.written(self.disk.written);
-                self.carry_out(effects, now_ms, &mut out);
-            }
-            Role::Follower(_) => self.fetch(now_ms, false, &mut out),
-            _ => {}
-        }
-        self.release_parked(now_ms, &mut out);
+        self.want_sync(&mut out);
+        self.counted(now_ms, &mut out);
         out
+    }
+
+    /// The fdatasync in flight ended: what was written when it started is synced (less, if
+    /// the log was cut since). What was written meanwhile goes in the next one.
+    pub(crate) fn synced(&mut self, now_ms: u64) -> Vec<Out> {
+        let mut out = Vec::new();
+        if let Some(upto) = self.disk.syncing.take() {
+            self.disk.synced = self.disk.synced.max(upto.min(self.disk.written));
+        }
+        self.want_sync(&mut out);
+        self.counted(now_ms, &mut out);
+        out
+    }
+
+    /// More of the log is written or synced: a leader counts it, a follower may fetch on.
+    fn counted(&mut self, now_ms: u64, out: &mut Vec<Out>) {
+        match &self.role {
+            Role::Leader(_) => self.leader_counts(now_ms, out),
+            Role::Follower(_) => self.fetch(now_ms, false, out),
+            Role::None => {}
+        }
+        self.release_parked(now_ms, out);
     }
 
     /// Applies fetched metadata in order, then takes up the role it names.
@@ -416,13 +507,10 @@ impl Broker {
                 asked_ms: None,
                 parked: Vec::new(),
             }));
-            if self.weakness != Some(Weakness::AckUnwritten) {
-                let written = self.disk.written;
-                if let Role::Leader(l) = &mut self.role {
-                    let effects = l.core.written(written);
-                    self.carry_out(effects, now_ms, out);
-                }
-            }
+            // Its own log counts as far as it is synced; an unsynced tail (written by the
+            // last incarnation, or appended as a follower) is synced now.
+            self.leader_counts(now_ms, out);
+            self.want_sync(out);
         } else if p.leader != NO_LEADER && replicas.contains(&self.id) {
             if let Role::Follower(f) = &self.role {
                 if f.leader == p.leader && f.epoch == p.leader_epoch {
@@ -590,20 +678,26 @@ impl Broker {
     }
 
     /// Sends the next fetch if none is in flight (or the last one is lost) and everything
-    /// appended is written (the next fetch acknowledges it), unless weakened.
+    /// appended is synced (the next fetch's offset acknowledges everything below it), unless
+    /// weakened. An unsynced tail — written by the last incarnation, or by this node's own
+    /// leadership — is synced first.
     fn fetch(&mut self, now_ms: u64, answered: bool, out: &mut Vec<Out>) {
-        let Role::Follower(f) = &mut self.role else {
+        let Role::Follower(f) = &self.role else {
             return;
         };
         let lost = f
             .in_flight
             .is_some_and(|(_, sent, _)| now_ms >= sent + FETCH_TIMEOUT_MS);
-        let unwritten = self.disk.written < self.disk.len();
-        if (f.in_flight.is_some() && !lost && !answered)
-            || (unwritten && self.weakness != Some(Weakness::AckUnwritten))
-        {
+        if f.in_flight.is_some() && !lost && !answered {
             return;
         }
+        if self.counted_end() < self.disk.len() {
+            // (Appends not yet written are synced once their write ends.)
+            return self.want_sync(out);
+        }
+        let Role::Follower(f) = &mut self.role else {
+            return;
+        };
         let offset = self.disk.len();
         self.fetches += 1;
         let id = self.fetches;
@@ -661,12 +755,12 @@ impl Broker {
                 }
                 self.hw = high_watermark.min(self.disk.len());
                 if any {
-                    out.push(Out::WriteOut {
+                    out.push(Out::Write {
                         upto: self.disk.len(),
                     });
                 }
                 // Fetch on at once (the leader holds a fetch with nothing to return), unless
-                // an append still has to be written out first.
+                // an append still has to be written out and synced first.
                 self.fetch(now_ms, true, out);
             }
         }
@@ -688,7 +782,7 @@ impl Broker {
         }
         let offset = self.disk.len();
         self.disk.append(l.epoch, value);
-        out.push(Out::WriteOut {
+        out.push(Out::Write {
             upto: self.disk.len(),
         });
         if self.weakness == Some(Weakness::AcksOne) {

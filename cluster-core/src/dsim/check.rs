@@ -5,8 +5,11 @@
 //!   it takes the lead, and when the acknowledgement arrives.
 //! - **A leader's high watermark never goes back** during its leadership (its core only
 //!   raises it; this guards the driver).
-//! - **The committed ISR holds what is committed**: every member (up or down) has written
-//!   everything below the current leader's high watermark.
+//! - **The committed ISR holds what is committed**: every member (up or down) has synced
+//!   everything below the current leader's high watermark. (Written, under a weakness that
+//!   changes what a replica counts: so [`Weakness::AckUnwritten`] shows as records not even
+//!   written, and [`Weakness::FollowersDontSync`] as acknowledged records a power cut lost.)
+//! - **The disk's levels nest**: `synced <= written <= log end` on every node.
 //! - **At most one leader per epoch**: no two processes (a node's incarnations count apart)
 //!   ever lead the same leader epoch.
 //! - **Replicas agree below the high watermark**: one history of committed offsets; whatever
@@ -18,7 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::broker::Broker;
-use super::TOPIC;
+use super::{Weakness, TOPIC};
 use crate::image::Image;
 use crate::records::NodeId;
 
@@ -33,11 +36,17 @@ pub(crate) struct Checker {
     agreed_to: Vec<i64>,
     /// Offset -> (value, epoch that acknowledged it).
     acked: BTreeMap<i64, (u64, i32)>,
+    /// Whether a committed record must be synced on the ISR (else written).
+    counts_synced: bool,
 }
 
 impl Checker {
-    pub(crate) fn new(nodes: usize) -> Checker {
+    pub(crate) fn new(nodes: usize, weakness: Option<Weakness>) -> Checker {
         Checker {
+            counts_synced: !matches!(
+                weakness,
+                Some(Weakness::AckUnwritten | Weakness::FollowersDontSync)
+            ),
             leaders: BTreeMap::new(),
             leaderships: BTreeMap::new(),
             committed: Vec::new(),
@@ -52,6 +61,16 @@ impl Checker {
 
     pub(crate) fn after_event(&mut self, brokers: &[Broker], image: &Image) -> Result<(), String> {
         for (i, b) in brokers.iter().enumerate() {
+            let d = &b.disk;
+            if !(0 <= d.synced && d.synced <= d.written && d.written <= d.len()) {
+                return Err(format!(
+                    "node {}'s disk: synced {} / written {} / log end {} do not nest",
+                    b.id,
+                    d.synced,
+                    d.written,
+                    d.len()
+                ));
+            }
             if !b.up {
                 continue;
             }
@@ -93,8 +112,9 @@ impl Checker {
         self.isr_holds_committed(brokers, image)
     }
 
-    /// Every member of the committed ISR (up or down) holds, written, everything below the
-    /// current leader's high watermark — what a new leader would have to serve.
+    /// Every member of the committed ISR (up or down) holds, synced (or written, where that
+    /// is what counts), everything below the current leader's high watermark — what a new
+    /// leader would have to serve.
     fn isr_holds_committed(&self, brokers: &[Broker], image: &Image) -> Result<(), String> {
         let Some(p) = image.partition(TOPIC, 0) else {
             return Ok(());
@@ -114,14 +134,18 @@ impl Checker {
                 continue;
             };
             let d = &b.disk;
-            if d.written < hw || d.records.get(hw as usize - 1).copied() != last {
+            let (held, how) = if self.counts_synced {
+                (d.synced, "synced")
+            } else {
+                (d.written, "written")
+            };
+            if held < hw || d.records.get(hw as usize - 1).copied() != last {
                 return Err(format!(
                     "ISR member {m} (ISR {:?}, epoch {}) lacks committed offsets: the leader's \
-                     high watermark is {hw}, node {m} has written {} of {} records (offset {} \
+                     high watermark is {hw}, node {m} has {how} {held} of {} records (offset {} \
                      holds {:?}, committed {last:?})",
                     p.isr,
                     p.leader_epoch,
-                    d.written,
                     d.len(),
                     hw - 1,
                     d.records.get(hw as usize - 1)

@@ -1,9 +1,9 @@
 //! A deterministic simulation of the replication core (#19), in the spirit of FoundationDB's
 //! and TigerBeetle's simulators: 3–5 brokers, the active controller and a producing client in
 //! one process, over a simulated network (loss, delay, duplication, reordering, one-way and
-//! two-way partitions), a simulated clock, and a simulated disk whose unwritten tail a crash
-//! loses. Everything is drawn from one seed, so a failing seed reproduces exactly
-//! (`strand-sim --seed N --trace`).
+//! two-way partitions), a simulated clock, and a simulated disk that a process crash (kill -9)
+//! or a power cut cuts short. Everything is drawn from one seed, so a failing seed reproduces
+//! exactly (`strand-sim --seed N --trace`).
 //!
 //! What is real and what is modelled:
 //! - real: [`PartitionLeader`](crate::replication::PartitionLeader) (ISR, high watermark,
@@ -12,12 +12,29 @@
 //!   elections, AlterPartition) and the [`Image`](crate::image::Image) every broker applies;
 //! - modelled after the broker's drivers (`broker/src/node/replica_fetcher.rs`,
 //!   `replica_serve.rs`, `replica_leader.rs`, `leader_written.rs`): the follower's loop (fetch
-//!   from its written end with its last epoch; truncate on a diverging answer; append, write
-//!   out, fetch again), the leader's fetch checks, the AlterPartition retry rules, and the log
-//!   itself (records with their epochs and a written end: a crash keeps what was written and
-//!   a random part of the rest, as an O_DIRECT write-out cut short would);
+//!   from its log end with its last epoch; truncate on a diverging answer; append, write out,
+//!   sync, fetch again — a fetch offset acknowledges everything below it, so it waits until
+//!   what it appended is synced, and an unsynced tail is synced before any fetch), the
+//!   leader's fetch checks and the synced end it tells its core, the AlterPartition retry
+//!   rules, and the log itself (records with their epochs);
+//! - the disk, at three levels, `synced <= written <= appended`: an append is in the
+//!   process's memory; a write-out (a drawn delay, mostly 0–2 ms, now and then a stall of
+//!   tens to hundreds) hands it to the device — the page cache or the device's own cache;
+//!   an fdatasync (0–3 ms, now and then a stall) makes it durable. A node runs one sync at a
+//!   time, covering everything written when it started (group commit: what is written
+//!   meanwhile waits for the next). A replica counts a record toward the high watermark only
+//!   once it is synced there (the default; `write.caching=true` topics count it once written,
+//!   which [`Weakness::FollowersDontSync`] models);
+//! - what the disk keeps through a fault: kill -9 (`crash`) keeps everything written, synced
+//!   or not, and a random part of the unwritten tail, as an O_DIRECT write-out cut short
+//!   would; a power cut (`power-loss`: one node; `whole-cluster-power-loss`: every broker at
+//!   once, then all restart) keeps what was synced and a random prefix, often none, of what
+//!   was written but not synced (what the device happened to flush). No liveness tripwire
+//!   sees a power cut (no connection closes, no port refuses): the controller learns of it
+//!   when the session expires;
 //! - not here: the metadata quorum (raft-rs; `quorum_sim.rs` runs it over a lossy network).
-//!   The controller is one process; brokers reach it over the simulated network.
+//!   The controller is one process; brokers reach it over the simulated network, and it stays
+//!   up through a whole-cluster power cut (its log is the quorum's, durable on its own).
 //!
 //! Invariants, checked after every event ([`check`]): no acknowledged record is missing from
 //! a leader of a later epoch; a leader's high watermark never goes back; at most one node
@@ -63,6 +80,8 @@ pub(crate) const PRODUCE_EVERY_MS: u64 = 20;
 pub(crate) const PRODUCE_IN_FLIGHT: usize = 4;
 pub(crate) const CLIENT_METADATA_MS: u64 = 1_000;
 pub(crate) const MAX_FETCH_RECORDS: usize = 16;
+/// How often an fdatasync stalls.
+const SYNC_STALL: f64 = 0.02;
 pub(crate) const TOPIC: &str = "t";
 /// Lines of trace kept for a failing seed's report.
 const TRACE_LINES: usize = 120;
@@ -78,9 +97,15 @@ pub(crate) const CLIENT: Addr = 1_000;
 pub enum Weakness {
     /// The leader acknowledges on its own append (`acks=1`).
     AcksOne,
-    /// Followers acknowledge (fetch on) before their appends are written, and the leader
-    /// counts its log end rather than its written end: a crash loses acknowledged records.
+    /// Followers acknowledge (fetch on) before their appends are even written, and the
+    /// leader counts its log end rather than its synced end: a kill -9 loses acknowledged
+    /// records.
     AckUnwritten,
+    /// Replicas count a record once it is written, not synced (the rule before, and
+    /// `write.caching=true`'s): followers fetch on once their appends are written and the
+    /// leader counts its written end. The disk still syncs, but no acknowledgement waits for
+    /// it: a power cut loses acknowledged records.
+    FollowersDontSync,
     /// A leaderless partition elects any live replica
     /// (`unclean.leader.election.enable=true`).
     UncleanElection,
@@ -97,12 +122,13 @@ impl std::str::FromStr for Weakness {
         match s {
             "acks1" => Ok(Weakness::AcksOne),
             "ack-unwritten" => Ok(Weakness::AckUnwritten),
+            "followers-dont-sync" => Ok(Weakness::FollowersDontSync),
             "unclean" => Ok(Weakness::UncleanElection),
             "open-as-refused" => Ok(Weakness::OpenAsRefused),
             "truncate-to-hw" => Ok(Weakness::TruncateToHighWatermark),
             _ => Err(format!(
-                "unknown weakness {s:?} (acks1, ack-unwritten, unclean, open-as-refused, \
-                 truncate-to-hw)"
+                "unknown weakness {s:?} (acks1, ack-unwritten, followers-dont-sync, unclean, \
+                 open-as-refused, truncate-to-hw)"
             )),
         }
     }
@@ -118,6 +144,18 @@ pub struct SimConfig {
     /// ...then every fault heals and the cluster has this long to settle.
     pub settle_ms: u64,
     pub weakness: Option<Weakness>,
+    pub faults: FaultMix,
+}
+
+/// Which faults a seed's schedule draws.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FaultMix {
+    /// Every kind, each about as often (the CI run's and `strand-sim`'s default).
+    #[default]
+    Mixed,
+    /// Every kind, but half of the faults are whole-cluster power cuts: where a rule that
+    /// counts unsynced records loses acknowledged ones soonest (`strand-sim --power-cuts`).
+    PowerCuts,
 }
 
 impl SimConfig {
@@ -131,6 +169,7 @@ impl SimConfig {
             run_ms: 6_000,
             settle_ms: 6_000,
             weakness: None,
+            faults: FaultMix::Mixed,
         }
     }
 }
@@ -147,6 +186,8 @@ pub struct Stats {
     pub messages: u64,
     pub dropped: u64,
     pub duplicated: u64,
+    /// Records written but not synced that power cuts took.
+    pub unsynced_lost: u64,
     pub faults: BTreeMap<&'static str, u64>,
 }
 
@@ -161,6 +202,7 @@ impl Stats {
         self.messages += o.messages;
         self.dropped += o.dropped;
         self.duplicated += o.duplicated;
+        self.unsynced_lost += o.unsynced_lost;
         for (k, v) in &o.faults {
             *self.faults.entry(k).or_default() += v;
         }
@@ -282,7 +324,11 @@ pub(crate) enum Out {
         msg: Msg,
     },
     /// Write the log out up to here (the world picks how long the disk takes).
-    WriteOut {
+    Write {
+        upto: i64,
+    },
+    /// fdatasync what is written, up to here (the world picks how long it takes).
+    Sync {
         upto: i64,
     },
 }
@@ -303,6 +349,13 @@ enum Event {
     ControllerCommit,
     ClientTick,
     Written {
+        node: NodeId,
+        incarnation: u64,
+        upto: i64,
+    },
+    /// The node's fdatasync in flight ended (it reached `upto`, or less if the log was cut
+    /// since).
+    Synced {
         node: NodeId,
         incarnation: u64,
         upto: i64,
@@ -359,7 +412,7 @@ impl World {
         let brokers = (1..=cfg.nodes as NodeId)
             .map(|id| Broker::new(id, cfg.min_insync_replicas, cfg.weakness))
             .collect();
-        let check = Checker::new(cfg.nodes);
+        let check = Checker::new(cfg.nodes, cfg.weakness);
         let mut w = World {
             seed,
             cfg,
@@ -391,7 +444,8 @@ impl World {
         }
         w.at(CONTROLLER_TICK_MS, Event::ControllerTick);
         w.at(500, Event::ClientTick);
-        for (at, f) in nemesis::schedule(&mut w.rng, w.cfg.nodes, w.cfg.run_ms) {
+        let (nodes, run_ms, mix) = (w.cfg.nodes, w.cfg.run_ms, w.cfg.faults);
+        for (at, f) in nemesis::schedule(&mut w.rng, nodes, run_ms, mix) {
             w.at(at, Event::Fault(f));
         }
         w
@@ -548,6 +602,30 @@ impl World {
                 let out = self.broker(node).written(upto, now);
                 self.carry_out(node, out);
             }
+            Event::Synced {
+                node,
+                incarnation,
+                upto,
+            } => {
+                if let Some(resume) = self.held(node, incarnation) {
+                    return self.at(
+                        resume,
+                        Event::Synced {
+                            node,
+                            incarnation,
+                            upto,
+                        },
+                    );
+                }
+                let b = self.broker(node);
+                if b.incarnation != incarnation || !b.up {
+                    return;
+                }
+                self.note(|| format!("n{node} synced to {upto}"));
+                let now = self.now_ms;
+                let out = self.broker(node).synced(now);
+                self.carry_out(node, out);
+            }
             Event::Fault(f) => self.fault(f),
         }
     }
@@ -606,7 +684,7 @@ impl World {
                     }
                     self.send(node, to, msg)
                 }
-                Out::WriteOut { upto } => {
+                Out::Write { upto } => {
                     // Mostly quick; now and then a stall (a busy device, a starved worker).
                     let ms = if self.rng.gen_bool(0.02) {
                         self.rng.gen_range(20..200)
@@ -618,6 +696,25 @@ impl World {
                     self.at(
                         at,
                         Event::Written {
+                            node,
+                            incarnation,
+                            upto,
+                        },
+                    );
+                }
+                Out::Sync { upto } => {
+                    // Mostly a few milliseconds; now and then a stall (a journal commit, a
+                    // device flushing a full cache).
+                    let ms = if self.rng.gen_bool(SYNC_STALL) {
+                        self.rng.gen_range(10..150)
+                    } else {
+                        self.rng.gen_range(0..=3)
+                    };
+                    let incarnation = self.broker(node).incarnation;
+                    let at = self.now_ms + ms;
+                    self.at(
+                        at,
+                        Event::Synced {
                             node,
                             incarnation,
                             upto,
@@ -710,6 +807,17 @@ impl World {
                 if self.tripwire {
                     self.controller.saw_die(n, incarnation);
                 }
+            }
+            Fault::PowerLoss(n) => {
+                // The host is gone: no tripwire fires; the session expires.
+                *self.stats.faults.entry("power-loss").or_default() += 1;
+                let keep = if self.rng.gen_bool(0.5) {
+                    0.0
+                } else {
+                    self.rng.gen_range(0.0..=1.0)
+                };
+                let lost = self.broker(n).power_loss(keep);
+                self.stats.unsynced_lost += lost as u64;
             }
             Fault::Restart(n) => {
                 let b = self.broker(n);

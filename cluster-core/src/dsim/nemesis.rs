@@ -1,19 +1,23 @@
 //! The faults a seed draws, overlapping, each for a fraction of a second to a few seconds,
-//! then healed — crashes (with restart), pauses longer than a session, a node isolated, a
-//! node cut from the controller only, a one-way cut, a majority/minority split (the
-//! controller on a drawn side), a bridge (two halves that both still reach one node), a
-//! controller failover, and every broker crashing at once.
+//! then healed — crashes (kill -9, with restart), power cuts (with restart), pauses longer
+//! than a session, a node isolated, a node cut from the controller only, a one-way cut, a
+//! majority/minority split (the controller on a drawn side), a bridge (two halves that both
+//! still reach one node), a controller failover, every broker crashing at once, and every
+//! broker losing power at once.
 
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use super::{Addr, CLIENT, CONTROLLER};
+use super::{Addr, FaultMix, CLIENT, CONTROLLER};
 use crate::records::NodeId;
 
 #[derive(Clone, Debug)]
 pub(crate) enum Fault {
+    /// kill -9: what was written survives, synced or not.
     Crash(NodeId),
+    /// A power cut: only what was synced survives (and what the device happened to flush).
+    PowerLoss(NodeId),
     Restart(NodeId),
     /// Paused (SIGSTOP) until the given time.
     Pause(NodeId, u64),
@@ -28,7 +32,12 @@ pub(crate) enum Fault {
 
 /// `(when, fault)` pairs for a run of `run_ms`; every fault ends (heals, restarts, resumes)
 /// by `run_ms`.
-pub(crate) fn schedule(rng: &mut ChaCha8Rng, nodes: usize, run_ms: u64) -> Vec<(u64, Fault)> {
+pub(crate) fn schedule(
+    rng: &mut ChaCha8Rng,
+    nodes: usize,
+    run_ms: u64,
+    mix: FaultMix,
+) -> Vec<(u64, Fault)> {
     let ids: Vec<NodeId> = (1..=nodes as NodeId).collect();
     let mut out = Vec::new();
     let mut t = rng.gen_range(300..1_200);
@@ -36,9 +45,17 @@ pub(crate) fn schedule(rng: &mut ChaCha8Rng, nodes: usize, run_ms: u64) -> Vec<(
         let len = rng.gen_range(200..2_500).min(run_ms - t);
         let end = t + len;
         let n = *ids.choose(rng).unwrap_or(&1);
-        match rng.gen_range(0..9) {
+        let power_cut = mix == FaultMix::PowerCuts && rng.gen_bool(0.5);
+        let kind = if power_cut { 8 } else { rng.gen_range(0..9) };
+        match kind {
             0 => {
-                out.push((t, Fault::Crash(n)));
+                // A process killed, or its host's power cut.
+                let f = if rng.gen_bool(0.5) {
+                    Fault::Crash(n)
+                } else {
+                    Fault::PowerLoss(n)
+                };
+                out.push((t, f));
                 out.push((end, Fault::Restart(n)));
             }
             1 => {
@@ -102,11 +119,22 @@ pub(crate) fn schedule(rng: &mut ChaCha8Rng, nodes: usize, run_ms: u64) -> Vec<(
                 out.push((t, Fault::ControllerFailover));
             }
             _ => {
+                // Every broker at once: all killed, or the power cut to all.
+                let (kind, power): (&'static str, bool) = if !power_cut && rng.gen_bool(0.5) {
+                    ("whole-cluster-crash", false)
+                } else {
+                    ("whole-cluster-power-loss", true)
+                };
                 for &m in &ids {
-                    out.push((t, Fault::Crash(m)));
+                    let f = if power {
+                        Fault::PowerLoss(m)
+                    } else {
+                        Fault::Crash(m)
+                    };
+                    out.push((t, f));
                     out.push((end, Fault::Restart(m)));
                 }
-                out.push((t, Fault::Cut("whole-cluster-crash", Vec::new())));
+                out.push((t, Fault::Cut(kind, Vec::new())));
             }
         }
         // The next fault may start before this one ends: faults overlap (a crash during a
