@@ -14,7 +14,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use event_listener::Event;
@@ -31,6 +30,7 @@ use super::shard_cache::{shard_cache, CacheOwner};
 use super::types::{BatchMeta, LogConfig, Offset};
 
 mod append_error;
+mod flusher;
 mod reload;
 mod replica;
 mod time_lookup;
@@ -750,52 +750,6 @@ impl PartitionLog {
         let result = self.flush().await;
         self.inner.state.borrow_mut().closed = true;
         result
-    }
-
-    /// Background task: `flush.ms` after an append, make appended data durable. A log with
-    /// nothing to sync waits for its next append (an idle partition costs no wake-ups; the
-    /// wait is bounded so the task of a dropped log ends).
-    fn spawn_flusher(&self) {
-        let weak = Rc::downgrade(&self.inner);
-        glommio::spawn_local(async move {
-            loop {
-                let (flush_ms, idle) = match weak.upgrade() {
-                    Some(inner) => {
-                        let listener = inner.appended.listen();
-                        let st = inner.state.borrow();
-                        if st.closed {
-                            return;
-                        }
-                        let clean = st.durable >= st.log.log_end();
-                        (st.log.config().flush_ms.max(1), clean.then_some(listener))
-                    }
-                    None => return,
-                };
-                if let Some(appended) = idle {
-                    futures_lite::future::or(
-                        async {
-                            appended.await;
-                        },
-                        glommio::timer::sleep(Duration::from_millis(
-                            crate::limits::FLUSHER_IDLE_RECHECK_MS,
-                        )),
-                    )
-                    .await;
-                    continue;
-                }
-                glommio::timer::sleep(Duration::from_millis(flush_ms)).await;
-                let Some(inner) = weak.upgrade() else { return };
-                let p = PartitionLog { inner };
-                if p.inner.state.borrow().closed {
-                    return;
-                }
-                let end = p.log_end();
-                if p.durable_offset() < end {
-                    let _ = p.sync_to(end).await;
-                }
-            }
-        })
-        .detach();
     }
 }
 

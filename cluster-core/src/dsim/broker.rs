@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use strand_wire::ErrorCode;
 
 use super::controller_host::definite;
+use super::disk::Disk;
 use super::{
     Addr, FetchData, Msg, Out, Weakness, CONTROLLER, FETCH_TIMEOUT_MS, FETCH_WAIT_MS, HEARTBEAT_MS,
     LAG_MAX_MS, MAX_FETCH_RECORDS, REQUEST_TIMEOUT_MS, TOPIC,
@@ -19,56 +20,8 @@ use super::{
 use crate::controller::AlterPartition;
 use crate::image::{Image, PartitionState};
 use crate::records::{NodeId, TopicId, NO_LEADER};
-use crate::replication::epoch_cache::{truncation, EpochCache};
+use crate::replication::epoch_cache::truncation;
 use crate::replication::{Effect, PartitionLeader};
-
-/// The log: `(leader epoch, value)` per offset, on a disk of three levels, `synced <=
-/// written <= len`: appended (`len`: the process's memory only), written (handed to the
-/// device — the page cache or the device's own cache: outlives a kill -9, not a power cut)
-/// and synced (fdatasynced: outlives a power cut).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Disk {
-    pub(crate) records: Vec<(i32, u64)>,
-    pub(crate) written: i64,
-    pub(crate) synced: i64,
-    /// The fdatasync in flight, if any, and how far it reaches: what was written when it
-    /// started (one at a time; what is written meanwhile waits for the next: group commit).
-    syncing: Option<i64>,
-    cache: EpochCache,
-}
-
-impl Disk {
-    pub(crate) fn len(&self) -> i64 {
-        self.records.len() as i64
-    }
-
-    fn append(&mut self, epoch: i32, value: u64) {
-        self.cache.assign(epoch, self.len());
-        self.records.push((epoch, value));
-    }
-
-    fn truncate(&mut self, to: i64) {
-        self.records.truncate(to.max(0) as usize);
-        self.written = self.written.min(self.len());
-        self.synced = self.synced.min(self.len());
-        // A sync in flight covers what was written when it started and is still there, not
-        // what is appended in place of the cut records.
-        self.syncing = self.syncing.map(|upto| upto.min(self.len()));
-        self.cache.truncate_from_end(self.len());
-    }
-
-    /// The process is gone: of the log, `kept` offsets are left, all of them on the device
-    /// (what a restart reads back is durable now), and no sync is in flight.
-    fn cut_to(&mut self, kept: i64) {
-        self.truncate(kept);
-        self.written = self.len();
-        self.syncing = None;
-    }
-
-    fn last_epoch(&self) -> i32 {
-        self.cache.latest().map_or(-1, |(e, _)| e)
-    }
-}
 
 pub(crate) struct Lead {
     pub(crate) epoch: i32,

@@ -44,9 +44,12 @@
 
 mod broker;
 mod check;
+mod config;
 mod controller_host;
+mod disk;
 mod nemesis;
 mod net;
+mod outcome;
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -59,9 +62,11 @@ use crate::records::{MetadataRecord, NodeId};
 
 use broker::Broker;
 use check::Checker;
+pub use config::{FaultMix, SimConfig, Weakness};
 use controller_host::ControllerHost;
 use nemesis::Fault;
 use net::Net;
+pub use outcome::{Outcome, Stats, Violation};
 
 /// Timers and timeouts, in simulated milliseconds (the real defaults scaled down, so a run
 /// of a few simulated seconds sees several sessions expire).
@@ -91,138 +96,6 @@ const TRACE_LINES: usize = 120;
 pub(crate) type Addr = NodeId;
 pub(crate) const CONTROLLER: Addr = 0;
 pub(crate) const CLIENT: Addr = 1_000;
-
-/// One safeguard switched off, to show the invariants catch what it prevents.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Weakness {
-    /// The leader acknowledges on its own append (`acks=1`).
-    AcksOne,
-    /// Followers acknowledge (fetch on) before their appends are even written, and the
-    /// leader counts its log end rather than its synced end: a kill -9 loses acknowledged
-    /// records.
-    AckUnwritten,
-    /// Replicas count a record once it is written, not synced (the rule before, and
-    /// `write.caching=true`'s): followers fetch on once their appends are written and the
-    /// leader counts its written end. The disk still syncs, but no acknowledgement waits for
-    /// it: a power cut loses acknowledged records.
-    FollowersDontSync,
-    /// A leaderless partition elects any live replica
-    /// (`unclean.leader.election.enable=true`).
-    UncleanElection,
-    /// An AlterPartition answer that leaves the outcome open (a stale-epoch refusal of a
-    /// repeat that may have committed) drops the proposal as if refused.
-    OpenAsRefused,
-    /// A new follower truncates its log to its high watermark (Kafka before KIP-101).
-    TruncateToHighWatermark,
-}
-
-impl std::str::FromStr for Weakness {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Weakness, String> {
-        match s {
-            "acks1" => Ok(Weakness::AcksOne),
-            "ack-unwritten" => Ok(Weakness::AckUnwritten),
-            "followers-dont-sync" => Ok(Weakness::FollowersDontSync),
-            "unclean" => Ok(Weakness::UncleanElection),
-            "open-as-refused" => Ok(Weakness::OpenAsRefused),
-            "truncate-to-hw" => Ok(Weakness::TruncateToHighWatermark),
-            _ => Err(format!(
-                "unknown weakness {s:?} (acks1, ack-unwritten, followers-dont-sync, unclean, \
-                 open-as-refused, truncate-to-hw)"
-            )),
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct SimConfig {
-    /// Brokers, each a replica of the one partition (3 to 5).
-    pub nodes: usize,
-    pub min_insync_replicas: usize,
-    /// Faults and produce requests happen during this much simulated time...
-    pub run_ms: u64,
-    /// ...then every fault heals and the cluster has this long to settle.
-    pub settle_ms: u64,
-    pub weakness: Option<Weakness>,
-    pub faults: FaultMix,
-}
-
-/// Which faults a seed's schedule draws.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FaultMix {
-    /// Every kind, each about as often (the CI run's and `strand-sim`'s default).
-    #[default]
-    Mixed,
-    /// Every kind, but half of the faults are whole-cluster power cuts: where a rule that
-    /// counts unsynced records loses acknowledged ones soonest (`strand-sim --power-cuts`).
-    PowerCuts,
-}
-
-impl SimConfig {
-    /// The configuration seed `seed` runs with: 3 nodes (min ISR 2), one seed in four 5 nodes
-    /// (min ISR 3).
-    pub fn for_seed(seed: u64) -> SimConfig {
-        let nodes = if seed % 4 == 3 { 5 } else { 3 };
-        SimConfig {
-            nodes,
-            min_insync_replicas: nodes / 2 + 1,
-            run_ms: 6_000,
-            settle_ms: 6_000,
-            weakness: None,
-            faults: FaultMix::Mixed,
-        }
-    }
-}
-
-/// What one seed did.
-#[derive(Clone, Debug, Default)]
-pub struct Stats {
-    pub events: u64,
-    pub produced: u64,
-    pub acked: u64,
-    pub refused: u64,
-    pub leaderships: u64,
-    pub truncations: u64,
-    pub messages: u64,
-    pub dropped: u64,
-    pub duplicated: u64,
-    /// Records written but not synced that power cuts took.
-    pub unsynced_lost: u64,
-    pub faults: BTreeMap<&'static str, u64>,
-}
-
-impl Stats {
-    pub fn add(&mut self, o: &Stats) {
-        self.events += o.events;
-        self.produced += o.produced;
-        self.acked += o.acked;
-        self.refused += o.refused;
-        self.leaderships += o.leaderships;
-        self.truncations += o.truncations;
-        self.messages += o.messages;
-        self.dropped += o.dropped;
-        self.duplicated += o.duplicated;
-        self.unsynced_lost += o.unsynced_lost;
-        for (k, v) in &o.faults {
-            *self.faults.entry(k).or_default() += v;
-        }
-    }
-}
-
-/// An invariant broken: what, when, and (traced runs) the events before it.
-#[derive(Clone, Debug)]
-pub struct Violation {
-    pub at_ms: u64,
-    pub event: u64,
-    pub what: String,
-    pub trace: Vec<String>,
-}
-
-pub struct Outcome {
-    pub seed: u64,
-    pub stats: Stats,
-    pub violation: Option<Violation>,
-}
 
 /// Runs one seed; a violation's run is repeated with tracing on (the same events, exactly)
 /// to report what led to it.
@@ -582,55 +455,51 @@ impl World {
                 node,
                 incarnation,
                 upto,
-            } => {
-                if let Some(resume) = self.held(node, incarnation) {
-                    return self.at(
-                        resume,
-                        Event::Written {
-                            node,
-                            incarnation,
-                            upto,
-                        },
-                    );
-                }
-                let b = self.broker(node);
-                if b.incarnation != incarnation || !b.up {
-                    return;
-                }
-                self.note(|| format!("n{node} wrote out to {upto}"));
-                let now = self.now_ms;
-                let out = self.broker(node).written(upto, now);
-                self.carry_out(node, out);
-            }
+            } => self.disk_done(node, incarnation, upto, false),
             Event::Synced {
                 node,
                 incarnation,
                 upto,
-            } => {
-                if let Some(resume) = self.held(node, incarnation) {
-                    return self.at(
-                        resume,
-                        Event::Synced {
-                            node,
-                            incarnation,
-                            upto,
-                        },
-                    );
-                }
-                let b = self.broker(node);
-                if b.incarnation != incarnation || !b.up {
-                    return;
-                }
-                self.note(|| format!("n{node} synced to {upto}"));
-                let now = self.now_ms;
-                let out = self.broker(node).synced(now);
-                self.carry_out(node, out);
-            }
+            } => self.disk_done(node, incarnation, upto, true),
             Event::Fault(f) => self.fault(f),
         }
     }
 
     /// A paused node's events wait for its resumption (`Some(when)`).
+    /// A write-out (`synced`: an fdatasync) of `node`'s log completed up to `upto`: carried
+    /// out now, when the node resumes if it is paused, or never if that incarnation is gone.
+    fn disk_done(&mut self, node: NodeId, incarnation: u64, upto: i64, synced: bool) {
+        if let Some(resume) = self.held(node, incarnation) {
+            let again = if synced {
+                Event::Synced {
+                    node,
+                    incarnation,
+                    upto,
+                }
+            } else {
+                Event::Written {
+                    node,
+                    incarnation,
+                    upto,
+                }
+            };
+            return self.at(resume, again);
+        }
+        let b = self.broker(node);
+        if b.incarnation != incarnation || !b.up {
+            return;
+        }
+        let now = self.now_ms;
+        let out = if synced {
+            self.note(|| format!("n{node} synced to {upto}"));
+            self.broker(node).synced(now)
+        } else {
+            self.note(|| format!("n{node} wrote out to {upto}"));
+            self.broker(node).written(upto, now)
+        };
+        self.carry_out(node, out);
+    }
+
     fn held(&self, node: NodeId, incarnation: u64) -> Option<u64> {
         let b = &self.brokers[node as usize - 1];
         (b.incarnation == incarnation && b.up)
